@@ -1,0 +1,344 @@
+// The expression printer: the value of a node at an index, as C statements
+// over temporaries. Elementwise ops print the op table's templates; data
+// movement becomes index arithmetic; buffers become loads.
+#include "cgen_int.h"
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void str_put(Str *b, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int n = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (b->s && b->n + n < b->cap) { b->n += n; return; }
+    b->cap = (b->cap + n + 1) * 2;
+    b->s = realloc(b->s, b->cap);
+    if (!b->s) abort();
+  }
+}
+
+static const char *ctypes[DT_COUNT] = {"uint8_t", "int32_t", "int64_t", "float", "double"};
+const char *cg_ctype(DType t) { return ctypes[t]; }
+
+void cg_dim(char *buf, size_t len, Dim d) {
+  if (!d.sym || !d.k) snprintf(buf, len, "%" PRId64, d.k);
+  else if (d.k == 1) snprintf(buf, len, "D[%d]", d.sym);
+  else snprintf(buf, len, "(%" PRId64 "*D[%d])", d.k, d.sym);
+}
+
+void cg_prod(char *buf, size_t len, const Dim *shape, int from, int to) {
+  int64_t k = 1;
+  size_t n = 0;
+  buf[0] = 0;
+  for (int d = from; d < to; d++) {
+    k *= shape[d].k;
+    if (shape[d].sym && shape[d].k) n += snprintf(buf + n, len - n, "%sD[%d]", n ? "*" : "", shape[d].sym);
+  }
+  if (!n || k == 0) snprintf(buf, len, "%" PRId64, k);
+  else if (k != 1) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "(%" PRId64 "*%s)", k, buf);
+    snprintf(buf, len, "%s", tmp);
+  } else if (strchr(buf, '*')) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "(%s)", buf);
+    snprintf(buf, len, "%s", tmp);
+  }
+}
+
+void cg_line(Gen *g, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  str_put(g->out, "%*s%s\n", 2 * g->ind, "", line);
+}
+
+char *cg_tmp(Gen *g, char *buf) {
+  snprintf(buf, 16, "t%d", g->tmp++);
+  return buf;
+}
+
+void cg_literal(char *buf, size_t len, DType t, double v) {
+  if (t == DT_BOOL) { snprintf(buf, len, "%d", v != 0); return; }
+  if (!ir_is_float(t)) { snprintf(buf, len, "INT64_C(%" PRId64 ")", (int64_t)v); return; }
+  if (isnan(v)) { snprintf(buf, len, "NAN"); return; }
+  if (isinf(v)) { snprintf(buf, len, v < 0 ? "(-INFINITY)" : "INFINITY"); return; }
+  char num[40];
+  snprintf(num, sizeof num, t == DT_F32 ? "%.9g" : "%.17g", v);
+  if (!strpbrk(num, ".e")) strcat(num, ".0");
+  snprintf(buf, len, v < 0 ? "(%s%s)" : "%s%s", num, t == DT_F32 ? "f" : "");
+}
+
+// ---- indices ------------------------------------------------------------------
+Index *cg_index(Gen *g, int nd, const Dim *shape) {
+  Index *ix = calloc(1, sizeof *ix);
+  if (!ix) abort();
+  ix->id = g->next_index++;
+  ix->nd = nd;
+  if (nd) memcpy(ix->shape, shape, sizeof(Dim) * nd);
+  // Indices live as long as the kernel that made them (cg_kernel_end frees them).
+  if (g->nidx == g->capidx) {
+    g->capidx = g->capidx ? 2 * g->capidx : 64;
+    g->indices = realloc(g->indices, sizeof(Index *) * g->capidx);
+    if (!g->indices) abort();
+  }
+  g->indices[g->nidx++] = ix;
+  return ix;
+}
+
+const char *cg_lin(Gen *g, Index *ix) {
+  if (ix->lin[0]) return ix->lin;
+  if (ix->nd == 0) { strcpy(ix->lin, "0"); return ix->lin; }
+  char t[16], d[64];
+  Str e = {0};
+  for (int i = 1; i < ix->nd; i++) str_put(&e, "(");
+  str_put(&e, "%s", ix->idx[0]);
+  for (int i = 1; i < ix->nd; i++) {
+    cg_dim(d, sizeof d, ix->shape[i]);
+    str_put(&e, "*%s + %s)", d, ix->idx[i]);
+  }
+  cg_line(g, "int64_t %s = %s;", cg_tmp(g, t), e.s);
+  free(e.s);
+  snprintf(ix->lin, sizeof ix->lin, "%s", t);
+  return ix->lin;
+}
+
+void cg_need_idx(Gen *g, Index *ix) {
+  if (ix->has_idx) return;
+  char q[16], d[64];
+  if (ix->nd == 1) snprintf(ix->idx[0], sizeof ix->idx[0], "%s", ix->lin);
+  if (ix->nd > 1) {
+    cg_line(g, "int64_t %s = %s;", cg_tmp(g, q), ix->lin);
+    for (int i = ix->nd - 1; i > 0; i--) {
+      cg_dim(d, sizeof d, ix->shape[i]);
+      cg_line(g, "int64_t %s = %s %% %s;", cg_tmp(g, ix->idx[i]), q, d);
+      cg_line(g, "%s /= %s;", q, d);
+    }
+    snprintf(ix->idx[0], sizeof ix->idx[0], "%s", q);
+  }
+  ix->has_idx = 1;
+}
+
+// ---- memo: one temporary per (node, index) in the current block ----------------
+static const char *memo_find(Gen *g, Node *n, Index *ix) {
+  for (int i = g->nmemo - 1; i >= 0; i--)
+    if (g->memo[i].node == n->id && g->memo[i].index == ix->id) return g->memo[i].name;
+  return NULL;
+}
+
+static const char *memo_add(Gen *g, Node *n, Index *ix, const char *name) {
+  if (g->nmemo == g->capmemo) {
+    g->capmemo = g->capmemo ? 2 * g->capmemo : 64;
+    g->memo = realloc(g->memo, sizeof(Memo) * g->capmemo);
+    if (!g->memo) abort();
+  }
+  Memo *m = &g->memo[g->nmemo++];
+  m->node = n->id; m->index = ix->id;
+  snprintf(m->name, sizeof m->name, "%s", name);
+  return m->name;
+}
+
+// ---- values -----------------------------------------------------------------------
+static const char *load(Gen *g, Node *n, int b, Index *ix) {
+  char t[16];
+  const char *lin = cg_lin(g, ix);
+  cg_line(g, "%s %s = b%d[%s];", cg_ctype(n->dtype), cg_tmp(g, t), b, lin);
+  return memo_add(g, n, ix, t);
+}
+
+const char *cg_value(Gen *g, Node *n, Index *ix) {
+  const char *m = memo_find(g, n, ix);
+  if (m) return m;
+  int b = sched_buf(g->s, n);
+  if (b >= 0) return load(g, n, b, ix);
+  return cg_compute(g, n, ix);
+}
+
+static void emit_template(Gen *g, Node *n, const char **args, char *t) {
+  DType sel = n->nsrc ? n->src[n->nsrc - 1]->dtype : n->dtype;   // operands' dtype picks the text
+  const char *tpl = sel == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
+  char expr[1024];
+  size_t k = 0;
+  for (const char *p = tpl; *p && k < sizeof expr - 32; p++) {
+    if (*p == '$' && p[1] >= '0' && p[1] <= '2') {
+      k += snprintf(expr + k, sizeof expr - k, "%s", args[p[1] - '0']);
+      p++;
+    } else {
+      expr[k++] = *p;
+    }
+  }
+  expr[k] = 0;
+  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), expr);
+}
+
+static const char *leaf(Gen *g, Node *n, Index *ix, char *t) {
+  char lit[64];
+  switch (n->op) {
+  case OP_CONST:
+    cg_literal(lit, sizeof lit, n->dtype, ir_const_at(n, 0));
+    return memo_add(g, n, ix, lit);
+  case OP_IOTA:
+    cg_need_idx(g, ix);
+    cg_line(g, "%s %s = (%s)%s;", cg_ctype(n->dtype), cg_tmp(g, t), cg_ctype(n->dtype), ix->idx[n->a.i[0]]);
+    return memo_add(g, n, ix, t);
+  case OP_RNG:
+    cg_line(g, "%s %s = rt_rand_%s_%s(UINT64_C(%" PRIu64 "), (uint64_t)%s);", cg_ctype(n->dtype), cg_tmp(g, t),
+            n->a.i[0] ? "normal" : "uniform", ir_dtype_name(n->dtype), n->a.u, cg_lin(g, ix));
+    return memo_add(g, n, ix, t);
+  case OP_DIMV:
+    snprintf(lit, sizeof lit, "D[%d]", (int)n->a.i[0]);
+    return memo_add(g, n, ix, lit);
+  default:
+    abort();  // INPUT always has a buffer
+  }
+}
+
+static const char *elementwise(Gen *g, Node *n, Index *ix, char *t) {
+  const char *args[3] = {"", "", ""};
+  char keep[3][48];   // copies: the memo array may move
+  for (int i = 0; i < n->nsrc; i++) {
+    snprintf(keep[i], sizeof keep[i], "%s", cg_value(g, n->src[i], ix));
+    args[i] = keep[i];
+  }
+  if (n->op == OP_CAST) {
+    if (n->dtype == DT_BOOL) cg_line(g, "uint8_t %s = (%s != 0);", cg_tmp(g, t), args[0]);
+    else cg_line(g, "%s %s = (%s)%s;", cg_ctype(n->dtype), cg_tmp(g, t), cg_ctype(n->dtype), args[0]);
+  } else {
+    emit_template(g, n, args, t);
+  }
+  return memo_add(g, n, ix, t);
+}
+
+// Views: the operand's index expressed through this node's index.
+static Index *view_index(Gen *g, Node *n, Index *ix) {
+  Node *s = n->src[0];
+  Index *v = cg_index(g, s->ndim, s->shape);
+  char d[64];
+  switch (n->op) {
+  case OP_RESHAPE:
+    snprintf(v->lin, sizeof v->lin, "%s", cg_lin(g, ix));
+    return v;
+  case OP_BROADCAST: {
+    int64_t m;
+    if (ir_numel_const(s, &m) && m == 1) {
+      strcpy(v->lin, "0");
+      for (int i = 0; i < v->nd; i++) strcpy(v->idx[i], "0");
+      v->has_idx = 1;
+      return v;
+    }
+    cg_need_idx(g, ix);
+    for (int i = 0; i < v->nd; i++)
+      snprintf(v->idx[i], sizeof v->idx[i], "%s", dim_is(s->shape[i], 1) ? "0" : ix->idx[i]);
+    v->has_idx = 1;
+    return v;
+  }
+  case OP_TRANSPOSE:
+    cg_need_idx(g, ix);
+    for (int i = 0; i < n->ndim; i++) snprintf(v->idx[n->a.i[i]], sizeof v->idx[0], "%s", ix->idx[i]);
+    v->has_idx = 1;
+    return v;
+  case OP_SLICE:
+    cg_need_idx(g, ix);
+    for (int i = 0; i < n->ndim; i++) {
+      int64_t st = n->a.i[i], sp = n->a.i[IR_MAXDIM + i];
+      if (st == 0 && sp == 1) { snprintf(v->idx[i], sizeof v->idx[i], "%s", ix->idx[i]); continue; }
+      cg_line(g, "int64_t %s = %" PRId64 " + %s*%" PRId64 ";", cg_tmp(g, v->idx[i]), st, ix->idx[i], sp);
+    }
+    v->has_idx = 1;
+    (void)d;
+    return v;
+  default:
+    abort();
+  }
+}
+
+// PAD: the operand's element if this index falls on one, else zero. The
+// operand is read inside the branch, where its index is in range.
+static const char *pad(Gen *g, Node *n, Index *ix, char *t) {
+  Node *s = n->src[0];
+  char cond[1024] = "1", lit[64];
+  size_t k = 1;
+  cg_need_idx(g, ix);
+  Index *v = cg_index(g, s->ndim, s->shape);
+  for (int i = 0; i < n->ndim; i++) {
+    int64_t st = n->a.i[i], sp = n->a.i[IR_MAXDIM + i];
+    char q[16], cnt[64];
+    cg_dim(cnt, sizeof cnt, s->shape[i]);
+    cg_line(g, "int64_t %s = %s - %" PRId64 ";", cg_tmp(g, q), ix->idx[i], st);
+    if (sp == 1) {
+      k += snprintf(cond + k, sizeof cond - k, " && %s >= 0 && %s < %s", q, q, cnt);
+      snprintf(v->idx[i], sizeof v->idx[i], "%s", q);
+    } else {
+      k += snprintf(cond + k, sizeof cond - k, " && %s >= 0 && %s %% %" PRId64 " == 0 && %s / %" PRId64 " < %s",
+                    q, q, sp, q, sp, cnt);
+      cg_line(g, "int64_t %s = %s / %" PRId64 ";", cg_tmp(g, v->idx[i]), q, sp);
+    }
+  }
+  v->has_idx = 1;
+  cg_literal(lit, sizeof lit, n->dtype, 0);
+  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
+  cg_line(g, "if (%s) {", cond);
+  g->ind++;
+  int mark = g->nmemo;
+  const char *val = cg_value(g, s, v);
+  cg_line(g, "%s = %s;", t, val);
+  g->nmemo = mark;
+  g->ind--;
+  cg_line(g, "}");
+  return memo_add(g, n, ix, t);
+}
+
+static const char *concat(Gen *g, Node *n, Index *ix, char *t) {
+  int ax = (int)n->a.i[0];
+  char (*bound)[16] = calloc(n->nsrc + 1, 16), d[64];   // bound[i]: where operand i starts
+  if (!bound) abort();
+  cg_need_idx(g, ix);
+  strcpy(bound[0], "0");
+  for (int i = 0; i < n->nsrc; i++) {
+    cg_dim(d, sizeof d, n->src[i]->shape[ax]);
+    cg_line(g, "const int64_t %s = %s + %s;", cg_tmp(g, bound[i + 1]), bound[i], d);
+  }
+  cg_line(g, "%s %s;", cg_ctype(n->dtype), cg_tmp(g, t));
+  for (int i = 0; i < n->nsrc; i++) {
+    Node *s = n->src[i];
+    if (i < n->nsrc - 1) cg_line(g, "%sif (%s < %s) {", i ? "} else " : "", ix->idx[ax], bound[i + 1]);
+    else cg_line(g, "%s{", i ? "} else " : "");
+    g->ind++;
+    int mark = g->nmemo;
+    Index *v = cg_index(g, s->ndim, s->shape);
+    for (int j = 0; j < s->ndim; j++) snprintf(v->idx[j], sizeof v->idx[j], "%s", ix->idx[j]);
+    if (i) cg_line(g, "int64_t %s = %s - %s;", cg_tmp(g, v->idx[ax]), ix->idx[ax], bound[i]);
+    v->has_idx = 1;
+    const char *val = cg_value(g, s, v);
+    cg_line(g, "%s = %s;", t, val);
+    g->nmemo = mark;
+    g->ind--;
+  }
+  cg_line(g, "}");
+  free(bound);
+  return memo_add(g, n, ix, t);
+}
+
+const char *cg_compute(Gen *g, Node *n, Index *ix) {
+  char t[16];
+  switch (ir_ops[n->op].kind) {
+  case K_LEAF: return leaf(g, n, ix, t);
+  case K_EW: return elementwise(g, n, ix, t);
+  case K_MOVE:
+    if (n->op == OP_PAD) return pad(g, n, ix, t);
+    if (n->op == OP_CONCAT) return concat(g, n, ix, t);
+    {
+      char v[48];
+      snprintf(v, sizeof v, "%s", cg_value(g, n->src[0], view_index(g, n, ix)));
+      return memo_add(g, n, ix, v);
+    }
+  default:
+    abort();  // reductions, matmuls and row ops always have buffers (fuse.c)
+  }
+}

@@ -1,0 +1,45 @@
+// Internals shared by the C emitter's files.
+#ifndef KILN_CGEN_INT_H
+#define KILN_CGEN_INT_H
+#include "codegen.h"
+
+typedef struct { char *s; size_t n, cap; } Str;
+void str_put(Str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// How a loop names the element it is at: a linear index into the value's
+// row-major layout, one index per axis, or both. Missing forms are derived on
+// demand (and the derivation emitted once).
+typedef struct {
+  int id;
+  int nd;
+  Dim shape[IR_MAXDIM];
+  char lin[24];               // "" until known
+  char idx[IR_MAXDIM][24];    // idx[0][0] == 0 until known
+  int has_idx;
+} Index;
+
+typedef struct { int node, index; char name[48]; } Memo;   // name: a temporary or a literal
+
+typedef struct {
+  const Schedule *s;
+  IrCtx *c;
+  Str *out;                   // the body being written
+  int ind;                    // indentation depth
+  int tmp, next_index;
+  Memo *memo; int nmemo, capmemo;
+  Index **indices; int nidx, capidx;
+} Gen;
+
+const char *cg_ctype(DType t);
+void cg_dim(char *buf, size_t len, Dim d);                          // C expression of one dimension
+void cg_prod(char *buf, size_t len, const Dim *shape, int from, int to);  // product of dims [from, to)
+void cg_line(Gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *cg_tmp(Gen *g, char *buf);                                     // fresh name
+Index *cg_index(Gen *g, int nd, const Dim *shape);
+const char *cg_lin(Gen *g, Index *ix);
+void cg_need_idx(Gen *g, Index *ix);
+const char *cg_value(Gen *g, Node *n, Index *ix);    // the value of n at ix (loads buffers)
+const char *cg_compute(Gen *g, Node *n, Index *ix);  // n's own op at ix, even if n has a buffer
+void cg_literal(char *buf, size_t len, DType t, double v);
+
+#endif

@@ -1,0 +1,19 @@
+// Emitters: a Schedule in, source text out. One expression printer (the op
+// table's C templates) serves the C emitter now and the CUDA emitter later.
+#ifndef KILN_CODEGEN_H
+#define KILN_CODEGEN_H
+#include "ir/sched.h"
+
+typedef struct {
+  char *src;           // the translation unit (malloc'd)
+  char entry[48];      // void entry(void **args): args = rt, dims, inputs..., consts..., outputs...
+  char call[48];       // void call(void *rt, void *dims, void *a0, ...): the same, one pointer each (libffi)
+  int nargs;           // pointer arguments after rt and dims
+} CSource;
+
+// Emit C99 for the whole schedule. Function names carry a hash of the text,
+// so objects of different graphs never clash in one JIT.
+int cg_emit_c(const Schedule *s, CSource *out, char *err, size_t errlen);
+void cg_source_free(CSource *cs);
+
+#endif

@@ -1,0 +1,711 @@
+// The evaluator: statements run in order; tensor expressions become IR.
+#include "eval.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 200
+
+// ---- errors: unwind to the statement that is running ----------------------------
+void ev_fail(Ev *ev, Span sp, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  diag_error(ev->diag, sp, "%s", msg);
+  longjmp(*ev->on_error, 1);
+}
+
+Node *ev_check(Ev *ev, Node *n, Span sp) {
+  if (!n) ev_fail(ev, sp, "%s", ev->c->err);
+  return n;
+}
+
+Value ev_tval(Node *n) {
+  Value v = {0};
+  v.kind = V_TENSOR;
+  v.t = n;
+  return v;
+}
+
+static Value weak_num(Ev *ev, double x) {
+  Value v = ev_tval(ir_scalar(ev->c, DT_F32, x));
+  v.weak = 1;
+  return v;
+}
+
+// ---- environments -------------------------------------------------------------
+static Env *env_new(Ev *ev, Env *parent) {
+  Env *e = arena_alloc(ev->arena, sizeof *e);
+  e->parent = parent;
+  return e;
+}
+
+static void env_set(Ev *ev, Env *e, const char *name, Value v, Span sp) {
+  for (int i = 0; i < e->n; i++)
+    if (!strcmp(e->b[i].name, name)) { e->b[i].v = v; e->b[i].span = sp; return; }
+  if (e->n == e->cap) {
+    int cap = e->cap ? 2 * e->cap : 16;
+    Binding *b = arena_alloc(ev->arena, sizeof *b * cap);
+    if (e->n) memcpy(b, e->b, sizeof *b * e->n);
+    e->b = b; e->cap = cap;
+  }
+  e->b[e->n++] = (Binding){arena_strdup(ev->arena, name), v, sp};
+}
+
+static Value *env_get(Env *e, const char *name) {
+  for (; e; e = e->parent)
+    for (int i = e->n - 1; i >= 0; i--)
+      if (!strcmp(e->b[i].name, name)) return &e->b[i].v;
+  return NULL;
+}
+
+Value *ev_lookup(Ev *ev, const char *name) { return env_get(ev->globals, name); }
+
+static Value lookup(Ev *ev, Env *env, const char *name, Span sp) {
+  Value *v = env_get(env, name);
+  if (v) return *v;
+  int dt = ir_dtype_by_name(name);
+  if (dt >= 0) { Value d = {0}; d.kind = V_DTYPE; d.dt = (DType)dt; return d; }
+  const Builtin *b = builtin_find(name);
+  if (b) {
+    Value f = {0};
+    f.kind = V_FUNC;
+    f.fn = arena_alloc(ev->arena, sizeof *f.fn);
+    f.fn->kind = FN_BUILTIN; f.fn->b = b; f.fn->name = b->name;
+    return f;
+  }
+  ev_fail(ev, sp, "unknown name '%s'", name);
+}
+
+// ---- conversions ----------------------------------------------------------------
+static int all_const(Value *items, int n) {
+  for (int i = 0; i < n; i++) if (items[i].kind != V_TENSOR || items[i].t->op != OP_CONST) return 0;
+  return 1;
+}
+
+// A list literal as a tensor: constants are packed into one constant; anything
+// else is stacked along a new leading axis.
+static Node *list_tensor(Ev *ev, Value v, Span sp) {
+  Node **t = arena_alloc(ev->arena, sizeof(Node *) * (v.n + 1));
+  int weak = 1;
+  for (int i = 0; i < v.n; i++) {
+    t[i] = ev_tensor(ev, v.items[i], sp, "a list element");
+    weak &= v.items[i].weak;
+    if (i && !ir_shape_eq(t[i], t[0]))
+      ev_fail(ev, sp, "ragged list: element %d has a different shape from element 0", i);
+  }
+  if (v.n == 0) {
+    Dim z = dim_c(0);
+    return ir_const(ev->c, DT_F32, 1, &z, NULL);
+  }
+  DType dt = t[0]->dtype;
+  for (int i = 1; i < v.n; i++) dt = ir_promote(dt, t[i]->dtype);
+  if (weak) dt = DT_F32;   // number literals are f32
+  Dim shape[IR_MAXDIM];
+  if (t[0]->ndim + 1 > IR_MAXDIM) ev_fail(ev, sp, "too many dimensions (at most %d)", IR_MAXDIM);
+  shape[0] = dim_c(v.n);
+  memcpy(shape + 1, t[0]->shape, sizeof(Dim) * t[0]->ndim);
+  if (all_const(v.items, v.n)) {
+    int64_t each;
+    ir_numel_const(t[0], &each);
+    size_t esz = ir_dtype_size(dt);
+    unsigned char *data = arena_alloc(ev->arena, esz * each * v.n + 1);
+    for (int i = 0; i < v.n; i++)
+      for (int64_t j = 0; j < each; j++) {
+        double x = ir_const_at(t[i], j);
+        unsigned char *p = data + esz * (i * each + j);
+        switch (dt) {
+        case DT_BOOL: *p = x != 0; break;
+        case DT_I32: *(int32_t *)p = (int32_t)x; break;
+        case DT_I64: *(int64_t *)p = (int64_t)x; break;
+        case DT_F32: *(float *)p = (float)x; break;
+        default: *(double *)p = x; break;
+        }
+      }
+    return ev_check(ev, ir_const(ev->c, dt, t[0]->ndim + 1, shape, data), sp);
+  }
+  Dim one[IR_MAXDIM + 1];
+  one[0] = dim_c(1);
+  memcpy(one + 1, t[0]->shape, sizeof(Dim) * t[0]->ndim);
+  for (int i = 0; i < v.n; i++) t[i] = ev_check(ev, ir_reshape(ev->c, ir_cast(ev->c, t[i], dt), t[0]->ndim + 1, one), sp);
+  return ev_check(ev, ir_concat(ev->c, t, v.n, 0), sp);
+}
+
+Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what) {
+  switch (v.kind) {
+  case V_TENSOR: return v.t;
+  case V_LIST: return list_tensor(ev, v, sp);
+  case V_FUNC: ev_fail(ev, sp, "%s must be a tensor, not the function '%s'", what, v.fn->name ? v.fn->name : "<grad>");
+  case V_DTYPE: ev_fail(ev, sp, "%s must be a tensor, not the dtype %s", what, ir_dtype_name(v.dt));
+  case V_STR: ev_fail(ev, sp, "%s must be a tensor, not a string", what);
+  default: ev_fail(ev, sp, "%s must be a tensor", what);
+  }
+}
+
+int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what) {
+  Node *n = ev_tensor(ev, v, sp, what);
+  double x;
+  if (n->ndim != 0 || !ir_is_scalar_const(n, &x))
+    ev_fail(ev, sp, "%s must be a constant integer", what);
+  if (x != floor(x) || fabs(x) > 9e15) ev_fail(ev, sp, "%s must be an integer, not %g", what, x);
+  return (int64_t)x;
+}
+
+// ---- operators ------------------------------------------------------------------
+static int integral_const(Node *n) {
+  double x;
+  return ir_is_scalar_const(n, &x) && x == floor(x);
+}
+
+// A bare number takes the dtype of the tensor it meets (NumPy's weak scalars).
+void ev_unify_weak(Ev *ev, Value *a, Value *b) {
+  if (a->weak == b->weak) return;
+  Value *w = a->weak ? a : b, *s = a->weak ? b : a;
+  DType t = s->t->dtype;
+  if (t == DT_BOOL) t = integral_const(w->t) ? DT_I32 : DT_F32;
+  else if (!ir_is_float(t) && !integral_const(w->t)) t = DT_F32;
+  w->t = ir_cast(ev->c, w->t, t);
+}
+
+static const Op binop_ir[B_COUNT] = {
+  [B_ADD] = OP_ADD, [B_SUB] = OP_SUB, [B_MUL] = OP_MUL, [B_DIV] = OP_DIV, [B_POW] = OP_POW,
+  [B_LT] = OP_LT, [B_LE] = OP_LE, [B_GT] = OP_GT, [B_GE] = OP_GE, [B_EQ] = OP_EQ, [B_NE] = OP_NE,
+  [B_AND] = OP_AND, [B_OR] = OP_OR,
+};
+
+static Value binary(Ev *ev, int op, Value a, Value b, AstNode *e) {
+  a.t = ev_tensor(ev, a, e->lhs->span, "the left operand");
+  b.t = ev_tensor(ev, b, e->rhs->span, "the right operand");
+  a.kind = b.kind = V_TENSOR;
+  int weak = a.weak && b.weak;
+  ev_unify_weak(ev, &a, &b);
+  Node *r;
+  if (op == B_MATMUL) r = ir_matmul(ev->c, a.t, b.t);
+  else r = ir_binary(ev->c, binop_ir[op], a.t, b.t);
+  Value v = ev_tval(ev_check(ev, r, e->op_span));
+  v.weak = weak && !(ir_ops[v.t->op].flags & F_BOOL);
+  return v;
+}
+
+// ---- expressions ----------------------------------------------------------------
+static Value eval(Ev *ev, Env *env, AstNode *e);
+
+static Value eval_index(Ev *ev, Env *env, AstNode *e) {
+  Node *x = ev_tensor(ev, eval(ev, env, e->lhs), e->lhs->span, "the indexed value");
+  if (e->nitems > x->ndim)
+    ev_fail(ev, e->span, "too many indices: %d for a tensor of rank %d", e->nitems, x->ndim);
+  int64_t start[IR_MAXDIM], count[IR_MAXDIM], step[IR_MAXDIM];
+  Dim keep[IR_MAXDIM];
+  int nkeep = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    AstNode *it = d < e->nitems ? e->items[d] : NULL;
+    Dim sz = x->shape[d];
+    int full = !it || (it->kind == AST_SLICE && !it->start && !it->stop && !it->step);
+    if (full) { start[d] = 0; count[d] = -1; step[d] = 1; keep[nkeep++] = sz; continue; }
+    if (sz.sym && sz.k) ev_fail(ev, it->span, "cannot index the symbolic dimension %s", ev->c->symnames[sz.sym - 1]);
+    int64_t n = sz.k;
+    if (it->kind != AST_SLICE) {
+      int64_t i = ev_const_int(ev, eval(ev, env, it), it->span, "an index");
+      if (i < -n || i >= n) ev_fail(ev, it->span, "index %lld is out of range for axis %d of size %lld", (long long)i, d, (long long)n);
+      start[d] = i < 0 ? i + n : i; count[d] = 1; step[d] = 1;
+      continue;
+    }
+    int64_t st = it->step ? ev_const_int(ev, eval(ev, env, it->step), it->step->span, "a slice step") : 1;
+    if (st == 0) ev_fail(ev, it->step->span, "slice step cannot be zero");
+    // Python's slice rules, clamped to the axis.
+    int64_t lo = st > 0 ? 0 : n - 1, hi = st > 0 ? n : -1;
+    if (it->start) {
+      int64_t v = ev_const_int(ev, eval(ev, env, it->start), it->start->span, "a slice start");
+      if (v < 0) v += n;
+      lo = st > 0 ? (v < 0 ? 0 : v > n ? n : v) : (v < 0 ? -1 : v > n - 1 ? n - 1 : v);
+    }
+    if (it->stop) {
+      int64_t v = ev_const_int(ev, eval(ev, env, it->stop), it->stop->span, "a slice stop");
+      if (v < 0) v += n;
+      hi = st > 0 ? (v < 0 ? 0 : v > n ? n : v) : (v < -1 ? -1 : v > n - 1 ? n - 1 : v);
+    }
+    int64_t cnt = st > 0 ? (hi > lo ? (hi - lo + st - 1) / st : 0) : (lo > hi ? (lo - hi - st - 1) / -st : 0);
+    start[d] = cnt ? lo : 0; count[d] = cnt; step[d] = st;
+    keep[nkeep++] = dim_c(cnt);
+  }
+  Node *r = ev_check(ev, ir_slice(ev->c, x, start, count, step), e->span);
+  return ev_tval(ev_check(ev, ir_reshape(ev->c, r, nkeep, keep), e->span));
+}
+
+static Value eval_call(Ev *ev, Env *env, AstNode *e) {
+  Value callee = eval(ev, env, e->lhs);
+  if (callee.kind != V_FUNC) ev_fail(ev, e->lhs->span, "this is not a function, so it cannot be called");
+  Args a = {0};
+  a.span = e->span;
+  a.pos = arena_alloc(ev->arena, sizeof(Value) * (e->nitems + 1));
+  a.pos_span = arena_alloc(ev->arena, sizeof(Span) * (e->nitems + 1));
+  a.kw = arena_alloc(ev->arena, sizeof(char *) * (e->nitems + 1));
+  a.kwv = arena_alloc(ev->arena, sizeof(Value) * (e->nitems + 1));
+  a.kw_span = arena_alloc(ev->arena, sizeof(Span) * (e->nitems + 1));
+  for (int i = 0; i < e->nitems; i++) {
+    AstNode *it = e->items[i];
+    if (it->kind == AST_KWARG) {
+      a.kw[a.nkw] = it->str; a.kw_span[a.nkw] = it->span;
+      a.kwv[a.nkw++] = eval(ev, env, it->lhs);
+    } else {
+      a.pos_span[a.npos] = it->span;
+      a.pos[a.npos++] = eval(ev, env, it);
+    }
+  }
+  Func *f = callee.fn;
+  if (f->kind == FN_BUILTIN) return f->b->fn(ev, f->b, &a);
+  if (a.nkw) ev_fail(ev, a.kw_span[0], "keyword arguments are only for builtins; '%s' takes positional arguments", f->name ? f->name : "this function");
+  return ev_call(ev, f, a.pos, a.npos, e->span);
+}
+
+static Value eval(Ev *ev, Env *env, AstNode *e) {
+  switch (e->kind) {
+  case AST_NUM: return weak_num(ev, e->num);
+  case AST_BOOL: return ev_tval(ir_scalar(ev->c, DT_BOOL, e->inum));
+  case AST_STR: { Value v = {0}; v.kind = V_STR; v.s = e->str; return v; }
+  case AST_NAME: return lookup(ev, env, e->str, e->span);
+  case AST_LIST: {
+    Value v = {0};
+    v.kind = V_LIST; v.n = e->nitems;
+    v.items = arena_alloc(ev->arena, sizeof(Value) * (e->nitems + 1));
+    int tensors = 1;
+    for (int i = 0; i < e->nitems; i++) {
+      v.items[i] = eval(ev, env, e->items[i]);
+      if (v.items[i].kind == V_LIST) v.items[i] = ev_tval(list_tensor(ev, v.items[i], e->items[i]->span));
+      tensors &= v.items[i].kind == V_TENSOR;
+      if (tensors && i && !ir_shape_eq(v.items[i].t, v.items[0].t)) tensors = 0;
+    }
+    if (!tensors || !e->nitems) return v;   // ragged: stays a list (concat takes it)
+    return ev_tval(list_tensor(ev, v, e->span));
+  }
+  case AST_UNARY: {
+    Value a = eval(ev, env, e->lhs);
+    if (e->op == U_PLUS) return a;
+    Node *t = ev_tensor(ev, a, e->lhs->span, "the operand");
+    if (e->op == U_NEG && a.weak) return weak_num(ev, -ir_const_at(t, 0));
+    Value r = ev_tval(ev_check(ev, ir_unary(ev->c, e->op == U_NEG ? OP_NEG : OP_NOT, t), e->op_span));
+    return r;
+  }
+  case AST_BINARY: {
+    Value a = eval(ev, env, e->lhs), b = eval(ev, env, e->rhs);
+    return binary(ev, e->op, a, b, e);
+  }
+  case AST_CALL: return eval_call(ev, env, e);
+  case AST_INDEX: return eval_index(ev, env, e);
+  default: ev_fail(ev, e->span, "this is not an expression");
+  }
+}
+
+// ---- calls ---------------------------------------------------------------------
+static Value run_block(Ev *ev, Env *env, AstNode *block);
+
+static Value call_grad(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
+  if (f->argnum >= nargs)
+    ev_fail(ev, sp, "grad with respect to argument %d, but the call passes %d argument%s", f->argnum, nargs, nargs == 1 ? "" : "s");
+  Node **vars = arena_alloc(ev->arena, sizeof(Node *) * nargs), **actual = arena_alloc(ev->arena, sizeof(Node *) * nargs);
+  Value *vv = arena_alloc(ev->arena, sizeof(Value) * nargs);
+  int nv = 0;
+  for (int i = 0; i < nargs; i++) {
+    vv[i] = args[i];
+    if (args[i].kind != V_TENSOR && args[i].kind != V_LIST) continue;
+    Node *t = ev_tensor(ev, args[i], sp, "an argument");
+    if (i == f->argnum && !ir_is_float(t->dtype)) t = ir_cast(ev->c, t, DT_F32);
+    // A fresh variable stands for the argument while differentiating.
+    Node *var = ir_input(ev->c, "arg", ROLE_VAR, t->dtype, t->ndim, t->shape);
+    vars[nv] = var; actual[nv++] = t;
+    vv[i] = ev_tval(var);
+    vv[i].weak = args[i].weak;
+    if (i == f->argnum) vv[i].weak = 0;
+  }
+  Node *wrt = vv[f->argnum].t;
+  if (vv[f->argnum].kind != V_TENSOR) ev_fail(ev, sp, "grad: argument %d is not a tensor", f->argnum);
+  Value y = ev_call(ev, f->inner, vv, nargs, sp);
+  Node *yt = ev_tensor(ev, y, sp, "the differentiated function's result");
+  if (yt->ndim != 0) {
+    char b[128];
+    ev_fail(ev, sp, "grad needs a function with a scalar result; this one returns shape %s (reduce it, e.g. with sum or mean)",
+            ir_shape_str(ev->c, yt->ndim, yt->shape, b, sizeof b));
+  }
+  if (!ir_is_float(yt->dtype)) yt = ir_cast(ev->c, yt, DT_F32);
+  Node *g;
+  if (pass_grad(ev->c, yt, NULL, &wrt, 1, &g)) ev_fail(ev, sp, "%s", ev->c->err);
+  g = ev_check(ev, ir_substitute(ev->c, g, vars, actual, nv), sp);
+  return ev_tval(g);
+}
+
+Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
+  if (f->kind == FN_GRAD) return call_grad(ev, f, args, nargs, sp);
+  if (f->kind == FN_BUILTIN) {
+    Args a = {0};
+    a.pos = args; a.npos = nargs; a.span = sp;
+    a.pos_span = arena_alloc(ev->arena, sizeof(Span) * (nargs + 1));
+    for (int i = 0; i < nargs; i++) a.pos_span[i] = sp;
+    return f->b->fn(ev, f->b, &a);
+  }
+  AstNode *def = f->def;
+  if (nargs != def->nitems)
+    ev_fail(ev, sp, "%s takes %d argument%s, but %d %s given", f->name, def->nitems, def->nitems == 1 ? "" : "s", nargs,
+            nargs == 1 ? "was" : "were");
+  if (ev->depth >= MAX_DEPTH) ev_fail(ev, sp, "calls nested more than %d deep (runaway recursion?)", MAX_DEPTH);
+  Env *local = env_new(ev, f->closure);
+  for (int i = 0; i < nargs; i++) env_set(ev, local, def->items[i]->str, args[i], def->items[i]->span);
+  ev->depth++;
+  Value v = run_block(ev, local, def->body);
+  ev->depth--;
+  return v;
+}
+
+// ---- computing values: the pipeline, compiled once per graph -------------------
+static Program *program_for(Ev *ev, Node *n, Node ***ins_out, int *nin_out, Span where) {
+  for (int i = 0; i < ev->nprogs; i++)
+    if (ev->progs[i].out == n) { *ins_out = ev->progs[i].ins; *nin_out = ev->progs[i].nin; return ev->progs[i].prog; }
+  int count;
+  Node **order = ir_topo(ev->c, &n, 1, &count);
+  Node **ins = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
+  int nin = 0;
+  for (int i = 0; i < count; i++) {
+    Node *x = order[i];
+    if (x->op != OP_INPUT) continue;
+    if (x->a.i[0] != ROLE_PARAM) {
+      free(order);
+      ev_fail(ev, where, "this depends on the input '%s', which has no value here (inputs are bound by training "
+              "statements or the C API)", x->a.name);
+    }
+    ins[nin++] = x;
+  }
+  free(order);
+  IrGraph *g = ir_graph_new(ev->c, &n, 1, ins, nin);
+  char err[8192];
+  Program *pr = pipe_compile(&ev->pipe, g, err, sizeof err);
+  if (!pr) {
+    if (!err[0]) return NULL;   // stopped to show a stage
+    ev_fail(ev, where, "could not compile this expression: %s", err);
+  }
+  ev->progs = realloc(ev->progs, sizeof(CachedProgram) * (ev->nprogs + 1));
+  if (!ev->progs) abort();
+  ev->progs[ev->nprogs++] = (CachedProgram){n, ins, nin, pr};
+  *ins_out = ins; *nin_out = nin;
+  return pr;
+}
+
+static RtTensor *param_value(Ev *ev, Node *n) {
+  for (int i = 0; i < ev->nparams; i++) if (ev->params[i].node == n) return &ev->params[i].value;
+  return NULL;
+}
+
+int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out) {
+  Node **ins; int nin;
+  Program *pr = program_for(ev, n, &ins, &nin, where);
+  if (!pr) return 1;
+  RtTensor *in = malloc(sizeof(RtTensor) * (nin + 1));
+  if (!in) abort();
+  for (int i = 0; i < nin; i++) in[i] = *param_value(ev, ins[i]);
+  int64_t D[65] = {0}, shape[IR_MAXDIM];
+  char err[512];
+  if (prog_bind(pr, in, D, err, sizeof err)) { free(in); ev_fail(ev, where, "%s", err); }
+  int nd;
+  prog_out_shape(pr, 0, D, &nd, shape);
+  *out = rt_tensor_new((RtDType)n->dtype, nd, shape);
+  if (!out->data) { free(in); ev_fail(ev, where, "out of memory for a result of %d dimensions", nd); }
+  if (prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi)) { free(in); rt_tensor_free(out); ev_fail(ev, where, "libffi could not call the compiled graph"); }
+  free(in);
+  return 0;
+}
+
+// ---- statements -----------------------------------------------------------------
+// The text of a value: tensors are computed (compiled and run) first.
+static char *value_text(Ev *ev, Value v, Span sp) {
+  char buf[256];
+  switch (v.kind) {
+  case V_STR: return strdup(v.s);
+  case V_DTYPE: return strdup(ir_dtype_name(v.dt));
+  case V_FUNC: snprintf(buf, sizeof buf, "<function %s>", v.fn->name ? v.fn->name : "grad"); return strdup(buf);
+  case V_NONE: return strdup("");
+  default: break;
+  }
+  Node *t = ev_tensor(ev, v, sp, "a printed value");
+  RtTensor r;
+  if (ev_compute(ev, t, sp, &r)) return NULL;
+  char *s = rt_tensor_to_string(&r);
+  rt_tensor_free(&r);
+  return s;
+}
+
+// print a, b: every value is computed before anything is printed, so an
+// error leaves no half-printed line.
+static void print_values(Ev *ev, AstNode **items, int n, Env *env) {
+  char **text = arena_alloc(ev->arena, sizeof(char *) * (n + 1));
+  jmp_buf jb, *outer = ev->on_error;
+  ev->on_error = &jb;
+  int i = 0;
+  if (setjmp(jb)) {
+    for (int j = 0; j < i; j++) free(text[j]);
+    ev->on_error = outer;
+    longjmp(*outer, 1);
+  }
+  for (; i < n; i++) text[i] = value_text(ev, eval(ev, env, items[i]), items[i]->span);
+  ev->on_error = outer;
+  int shown = 0;
+  for (int j = 0; j < n; j++) {
+    if (!text[j]) continue;   // stopped to show a pipeline stage
+    fprintf(ev->out, "%s%s", shown++ ? " " : "", text[j]);
+    free(text[j]);
+  }
+  if (shown) fputc('\n', ev->out);
+  fflush(ev->out);
+}
+
+static void parse_shape(Ev *ev, Env *env, AstNode *s, int allow_sym, int *nd, Dim *shape) {
+  if (s->ndims > IR_MAXDIM) ev_fail(ev, s->dims[IR_MAXDIM]->span, "too many dimensions (at most %d)", IR_MAXDIM);
+  *nd = s->ndims;
+  for (int i = 0; i < s->ndims; i++) {
+    AstNode *d = s->dims[i];
+    if (d->kind == AST_NUM) {
+      if (d->inum < 0) ev_fail(ev, d->span, "a dimension cannot be negative");
+      shape[i] = dim_c(d->inum);
+      continue;
+    }
+    Value *bound = env_get(env, d->str);
+    if (bound && bound->kind == V_TENSOR) {  // a name bound to a constant integer
+      int64_t k = ev_const_int(ev, *bound, d->span, "a dimension");
+      if (k < 0) ev_fail(ev, d->span, "a dimension cannot be negative");
+      shape[i] = dim_c(k);
+      continue;
+    }
+    if (!allow_sym) ev_fail(ev, d->span, "parameter shapes must be concrete; '%s' is not a known integer", d->str);
+    int sym = ir_sym(ev->c, d->str);
+    if (!sym) ev_fail(ev, d->span, "too many symbolic dimensions");
+    shape[i] = (Dim){1, sym};
+  }
+}
+
+static DType parse_dtype(Ev *ev, AstNode *s) {
+  int dt = ir_dtype_by_name(s->type_name);
+  if (dt < 0) ev_fail(ev, s->type_span, "unknown dtype '%s' (expected f32, f64, i32, i64 or bool)", s->type_name);
+  return (DType)dt;
+}
+
+// Fan-in and fan-out as PyTorch counts them: [in, out] for dense weights,
+// [out, in, kh, kw] for convolutions.
+static void fans(int nd, const Dim *shape, double *in, double *out) {
+  if (nd == 0) { *in = *out = 1; return; }
+  if (nd == 1) { *in = *out = (double)shape[0].k; return; }
+  if (nd == 2) { *in = (double)shape[0].k; *out = (double)shape[1].k; return; }
+  double rf = 1;
+  for (int i = 2; i < nd; i++) rf *= (double)shape[i].k;
+  *in = shape[1].k * rf;
+  *out = shape[0].k * rf;
+}
+
+static uint64_t name_seed(Ev *ev, const char *name) {
+  uint64_t h = 1469598103934665603ull ^ ev->seed;
+  for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return h;
+}
+
+// The initializer's value as IR: named schemes, or any expression broadcast to the shape.
+static Node *param_init(Ev *ev, Env *env, AstNode *s, DType dt, int nd, Dim *shape) {
+  IrCtx *c = ev->c;
+  AstNode *r = s->rhs;
+  if (!r) return ir_broadcast(c, ir_scalar(c, dt, 0), nd, shape);
+  const char *scheme = r->kind == AST_NAME ? r->str : (r->kind == AST_CALL && r->lhs->kind == AST_NAME) ? r->lhs->str : NULL;
+  Value *shadow = scheme ? env_get(env, scheme) : NULL;
+  double fin, fout;
+  fans(nd, shape, &fin, &fout);
+  uint64_t seed = name_seed(ev, s->str);
+  if (scheme && !shadow && (!strcmp(scheme, "glorot") || !strcmp(scheme, "he") || !strcmp(scheme, "lecun"))) {
+    if (r->kind == AST_CALL && r->nitems) ev_fail(ev, r->span, "%s takes no arguments", scheme);
+    if (!ir_is_float(dt)) ev_fail(ev, s->type_span, "%s initializes float parameters only", scheme);
+    if (!strcmp(scheme, "glorot")) {   // uniform(-l, l), l = sqrt(6 / (fan_in + fan_out))
+      double l = sqrt(6.0 / (fin + fout));
+      Node *u = ir_rng(c, dt, nd, shape, seed, 0);
+      return ir_binary(c, OP_SUB, ir_binary(c, OP_MUL, u, ir_scalar(c, dt, 2 * l)), ir_scalar(c, dt, l));
+    }
+    double std = sqrt((!strcmp(scheme, "he") ? 2.0 : 1.0) / fin);   // normal(0, sqrt(k / fan_in))
+    return ir_binary(c, OP_MUL, ir_rng(c, dt, nd, shape, seed, 1), ir_scalar(c, dt, std));
+  }
+  Value v = eval(ev, env, r);
+  if (v.kind == V_FUNC && v.fn->kind == FN_BUILTIN &&
+      (!strcmp(v.fn->name, "zeros") || !strcmp(v.fn->name, "ones")))
+    return ir_broadcast(c, ir_scalar(c, dt, !strcmp(v.fn->name, "ones")), nd, shape);
+  Node *t = ev_tensor(ev, v, r->span, "an initializer");
+  Node *b = ir_broadcast(c, ir_cast(c, t, dt), nd, shape);
+  if (!b) {
+    char b1[128], b2[128];
+    ev_fail(ev, r->span, "the initializer's shape %s does not fit the parameter's shape %s",
+            ir_shape_str(c, t->ndim, t->shape, b1, sizeof b1), ir_shape_str(c, nd, shape, b2, sizeof b2));
+  }
+  return b;
+}
+
+static void exec_param(Ev *ev, Env *env, AstNode *s) {
+  DType dt = parse_dtype(ev, s);
+  int nd; Dim shape[IR_MAXDIM];
+  parse_shape(ev, env, s, 0, &nd, shape);
+  Node *init = ev_check(ev, param_init(ev, env, s, dt, nd, shape), s->rhs ? s->rhs->span : s->span);
+  RtTensor value;
+  if (ev_compute(ev, init, s->rhs ? s->rhs->span : s->span, &value)) return;
+  Node *p = ir_input(ev->c, s->str, ROLE_PARAM, dt, nd, shape);
+  ev->params = realloc(ev->params, sizeof(Param) * (ev->nparams + 1));
+  if (!ev->params) abort();
+  ev->params[ev->nparams++] = (Param){p, value};
+  env_set(ev, env, s->str, ev_tval(p), s->name_span);
+}
+
+static char *read_file(const char *path, size_t *len);
+
+static void exec_import(Ev *ev, AstNode *s) {
+  char path[4096];
+  const char *name = s->str;
+  if (strchr(name, '/') || strstr(name, ".kiln")) snprintf(path, sizeof path, "%s", name);
+  else snprintf(path, sizeof path, "%s/%s.kiln", ev->lib_dir ? ev->lib_dir : KILN_LIB_DIR, name);
+  size_t len;
+  char *text = read_file(path, &len);
+  if (!text) ev_fail(ev, s->span, "cannot import \"%s\": cannot read %s", name, path);
+  jmp_buf *outer = ev->on_error;
+  int rc = ev_run(ev, arena_strdup(ev->arena, path), text);
+  ev->on_error = outer;
+  free(text);
+  if (rc) ev_fail(ev, s->span, "errors in the imported file %s (above)", path);
+}
+
+static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
+  Value none = {0};
+  switch (s->kind) {
+  case AST_PRINT:
+    print_values(ev, s->items, s->nitems, env);
+    return none;
+  case AST_INPUT: {
+    DType dt = parse_dtype(ev, s);
+    int nd; Dim shape[IR_MAXDIM];
+    parse_shape(ev, env, s, 1, &nd, shape);
+    env_set(ev, env, s->str, ev_tval(ir_input(ev->c, s->str, ROLE_INPUT, dt, nd, shape)), s->name_span);
+    return none;
+  }
+  case AST_PARAM: exec_param(ev, env, s); return none;
+  case AST_FNDEF: {
+    Value f = {0};
+    f.kind = V_FUNC;
+    f.fn = arena_alloc(ev->arena, sizeof *f.fn);
+    f.fn->kind = FN_USER; f.fn->name = s->str; f.fn->def = s; f.fn->closure = env;
+    env_set(ev, env, s->str, f, s->name_span);
+    return none;
+  }
+  case AST_ASSIGN: env_set(ev, env, s->str, eval(ev, env, s->rhs), s->name_span); return none;
+  case AST_IMPORT: exec_import(ev, s); return none;
+  case AST_EXPR_STMT: return eval(ev, env, s->lhs);
+  case AST_RESERVED:
+    ev_fail(ev, s->span, "'%s' statements are reserved for training support, which this build does not have yet", s->reserved_kw);
+  default: ev_fail(ev, s->span, "this statement cannot run here");
+  }
+}
+
+static Value run_block(Ev *ev, Env *env, AstNode *block) {
+  Value last = {0};
+  for (int i = 0; i < block->nitems; i++) last = exec_stmt(ev, env, block->items[i]);
+  return last;
+}
+
+// ---- sessions ---------------------------------------------------------------------
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+    n += r;
+    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  fclose(f);
+  if (!buf) return NULL;
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+char *ev_read_file(const char *path, size_t *len) { return read_file(path, len); }
+
+Ev *ev_new(FILE *out, Diag *diag) {
+  Ev *ev = calloc(1, sizeof *ev);
+  if (!ev) abort();
+  ev->c = ir_ctx_new();
+  ev->arena = arena_new();
+  ev->diag = diag;
+  ev->out = out;
+  ev->globals = env_new(ev, NULL);
+  ev->pipe.c = ev->c;
+  ev->pipe.dump = stdout;
+  return ev;
+}
+
+// The JIT and the thread pool start on first use, so parse-only commands stay fast.
+int ev_start(Ev *ev, int threads, char *err, size_t errlen) {
+  if (!ev->pipe.jit && !(ev->pipe.jit = pipe_jit_new(err, errlen))) return -1;
+  if (!ev->pipe.rt && !(ev->pipe.rt = rt_new(threads))) { snprintf(err, errlen, "cannot start the runtime"); return -1; }
+  return 0;
+}
+
+void ev_free(Ev *ev) {
+  if (!ev) return;
+  for (int i = 0; i < ev->nparams; i++) rt_tensor_free(&ev->params[i].value);
+  for (int i = 0; i < ev->nprogs; i++) prog_free(ev->progs[i].prog);
+  free(ev->params);
+  free(ev->progs);
+  if (ev->pipe.jit) jit_free(ev->pipe.jit);
+  if (ev->pipe.rt) rt_free_ctx(ev->pipe.rt);
+  ir_ctx_free(ev->c);
+  arena_free(ev->arena);
+  free(ev);
+}
+
+static void echo_value(Ev *ev, Value v, Span sp) {
+  if (v.kind == V_NONE) return;
+  char *s = value_text(ev, v, sp);
+  if (!s) return;
+  fprintf(ev->out, "%s\n", s);
+  fflush(ev->out);
+  free(s);
+}
+
+int ev_run(Ev *ev, const char *name, const char *text) {
+  Source *src = arena_alloc(ev->arena, sizeof *src);
+  *src = source_from_string(arena_strdup(ev->arena, name), arena_strdup(ev->arena, text));
+  AstNode *prog = parse_program(ev->arena, src, ev->diag);
+  if (!prog || ev->diag->has_error) return -1;
+  jmp_buf jb;
+  jmp_buf *outer = ev->on_error;
+  ev->on_error = &jb;
+  int rc = 0;
+  for (int i = 0; i < prog->nitems; i++) {
+    AstNode *s = prog->items[i];
+    if (setjmp(jb)) { rc = -1; ev->depth = 0; break; }
+    Value v = exec_stmt(ev, ev->globals, s);
+    if (ev->echo && s->kind == AST_EXPR_STMT) echo_value(ev, v, s->span);
+  }
+  ev->on_error = outer;
+  return rc;
+}
+
+int ev_eval_tensor(Ev *ev, const char *name, const char *text, RtTensor *out, Node **node) {
+  Source *src = arena_alloc(ev->arena, sizeof *src);
+  *src = source_from_string(arena_strdup(ev->arena, name), arena_strdup(ev->arena, text));
+  AstNode *prog = parse_program(ev->arena, src, ev->diag);
+  if (!prog || ev->diag->has_error) return -1;
+  if (prog->nitems != 1 || prog->items[0]->kind != AST_EXPR_STMT) {
+    diag_error(ev->diag, prog->nitems ? prog->items[0]->span : (Span){src, 1, 1, 0, 0}, "expected one expression");
+    return -1;
+  }
+  jmp_buf jb;
+  jmp_buf *outer = ev->on_error;
+  ev->on_error = &jb;
+  if (setjmp(jb)) { ev->on_error = outer; ev->depth = 0; return -1; }
+  AstNode *e = prog->items[0]->lhs;
+  Node *t = ev_tensor(ev, eval(ev, ev->globals, e), e->span, "the expression");
+  if (node) *node = t;
+  int rc = out ? ev_compute(ev, t, e->span, out) : 0;
+  ev->on_error = outer;
+  return rc;
+}

@@ -1,0 +1,107 @@
+// The evaluator: runs a program's statements, building IR for every tensor
+// expression (it traces; it never computes tensor values itself). Values that
+// must be seen (print, the REPL's echo, parameter initializers) are compiled
+// through the pipeline and run.
+#ifndef KILN_EVAL_H
+#define KILN_EVAL_H
+#include "ast.h"
+#include "parse.h"
+#include "pipeline.h"
+#include <setjmp.h>
+
+#ifndef KILN_LIB_DIR
+#define KILN_LIB_DIR "lib"
+#endif
+
+typedef struct Value Value;
+typedef struct Func Func;
+typedef struct Env Env;
+
+typedef enum { V_NONE, V_TENSOR, V_FUNC, V_DTYPE, V_STR, V_LIST } VKind;
+
+struct Value {
+  VKind kind;
+  Node *t;           // V_TENSOR
+  int weak;          // a bare number: takes the other operand's dtype
+  Func *fn;          // V_FUNC
+  DType dt;          // V_DTYPE
+  const char *s;     // V_STR
+  Value *items;      // V_LIST
+  int n;
+};
+
+typedef struct Builtin Builtin;
+struct Func {
+  enum { FN_USER, FN_BUILTIN, FN_GRAD } kind;
+  const char *name;
+  AstNode *def;      // FN_USER: params in def->items, body in def->body
+  Env *closure;
+  const Builtin *b;  // FN_BUILTIN
+  Func *inner;       // FN_GRAD: d inner / d argument argnum
+  int argnum;
+};
+
+typedef struct { const char *name; Value v; Span span; } Binding;
+struct Env { Env *parent; Binding *b; int n, cap; };
+
+// A parameter's current value lives here, outside the IR.
+typedef struct { Node *node; RtTensor value; } Param;
+
+// A compiled graph kept for reuse within the session, keyed by its output.
+typedef struct { Node *out; Node **ins; int nin; Program *prog; } CachedProgram;
+
+typedef struct Ev {
+  IrCtx *c;
+  Arena *arena;          // ASTs, sources, values: lives as long as the session
+  Diag *diag;
+  Pipe pipe;
+  Env *globals;
+  Param *params; int nparams;
+  CachedProgram *progs; int nprogs;
+  FILE *out;             // where print writes
+  uint64_t seed;         // the session's base seed
+  uint64_t rng_count;    // random tensors made so far (each gets its own stream)
+  int depth;             // call depth, to stop runaway recursion
+  int echo;              // REPL: echo expression statements
+  int via_ffi;           // call compiled graphs through libffi
+  jmp_buf *on_error;
+  const char *lib_dir;
+} Ev;
+
+Ev *ev_new(FILE *out, Diag *diag);
+void ev_free(Ev *ev);
+// Run a whole program (or one REPL chunk). 0, or -1 with located errors in diag.
+int ev_run(Ev *ev, const char *name, const char *text);
+// Parse and evaluate one expression statement, returning its tensor's value (REPL :time, C API).
+int ev_eval_tensor(Ev *ev, const char *name, const char *text, RtTensor *out, Node **node);
+// Compile (cached) and run a graph with no free inputs but parameters.
+int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out);
+Value *ev_lookup(Ev *ev, const char *name);
+// Start the JIT and the thread pool (threads <= 0: all cores). 0, or -1 with a message.
+int ev_start(Ev *ev, int threads, char *err, size_t errlen);
+char *ev_read_file(const char *path, size_t *len);   // malloc'd, NUL-terminated; NULL if unreadable
+
+// Used by builtins.c
+_Noreturn void ev_fail(Ev *ev, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+Node *ev_check(Ev *ev, Node *n, Span sp);   // n or fail with the IR's message at sp
+Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what);
+Value ev_tval(Node *n);
+int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what);
+Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp);
+void ev_unify_weak(Ev *ev, Value *a, Value *b);   // a bare number takes the other's dtype
+
+typedef struct {
+  Value *pos; Span *pos_span; int npos;
+  const char **kw; Value *kwv; Span *kw_span; int nkw;
+  Span span;
+} Args;
+struct Builtin {
+  const char *name;
+  Value (*fn)(Ev *ev, const Builtin *b, Args *a);
+  int op;                // an IR op for the generic handlers
+  const char *usage;     // for errors and :help
+};
+const Builtin *builtin_find(const char *name);
+const Builtin *builtin_table(int *n);
+
+#endif

@@ -1,0 +1,133 @@
+// The kiln command: run, ir, emit-c, ast, repl.
+#include "eval.h"
+#include "repl.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage[] =
+  "usage: kiln [COMMAND] [OPTIONS]\n"
+  "\n"
+  "commands:\n"
+  "  kiln                      start the REPL (also: kiln repl)\n"
+  "  kiln run FILE.kiln        compile and run a program\n"
+  "  kiln run -e 'CODE'        compile and run CODE\n"
+  "  kiln ir FILE [--after=STAGE]\n"
+  "                            show each graph the program compiles, after STAGE\n"
+  "                            (" PIPE_STAGES "; default dce)\n"
+  "  kiln emit-c FILE          show the C generated for each graph\n"
+  "  kiln ast FILE             show the syntax tree\n"
+  "  kiln --version | --help\n"
+  "\n"
+  "options:\n"
+  "  --threads N               worker threads (default: all cores, or $KILN_THREADS)\n"
+  "  --seed N                  base seed for parameters and random tensors (default 0)\n"
+  "  --ffi                     call compiled graphs through libffi\n"
+  "  -e CODE                   program text instead of a file\n"
+  "\n"
+  "environment: KILN_CACHE_DIR (compile cache; empty disables), KILN_JIT=llvm|cc,\n"
+  "KILN_THREADS, KILN_LIB_DIR (where import finds libraries)\n";
+
+typedef struct {
+  const char *cmd, *file, *code, *after;
+  int threads, ffi;
+  long long seed;
+} Opts;
+
+static int parse_opts(int argc, char **argv, Opts *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-e") && i + 1 < argc) o->code = argv[++i];
+    else if (!strncmp(a, "--after=", 8)) o->after = a + 8;
+    else if (!strcmp(a, "--after") && i + 1 < argc) o->after = argv[++i];
+    else if (!strcmp(a, "--threads") && i + 1 < argc) o->threads = atoi(argv[++i]);
+    else if (!strncmp(a, "--threads=", 10)) o->threads = atoi(a + 10);
+    else if (!strcmp(a, "--seed") && i + 1 < argc) o->seed = atoll(argv[++i]);
+    else if (!strcmp(a, "--ffi")) o->ffi = 1;
+    else if (a[0] == '-' && a[1]) { fprintf(stderr, "kiln: unknown option '%s'\n\n%s", a, usage); return -1; }
+    else if (!o->cmd) o->cmd = a;
+    else if (!o->file) o->file = a;
+    else { fprintf(stderr, "kiln: unexpected argument '%s'\n", a); return -1; }
+  }
+  return 0;
+}
+
+// The program's text and name, from -e or a file.
+static char *program_text(const Opts *o, const char **name) {
+  if (o->code) { *name = "-e"; return strdup(o->code); }
+  if (!o->file) { fprintf(stderr, "kiln %s: give a FILE or -e 'CODE'\n", o->cmd); return NULL; }
+  size_t len;
+  char *text = ev_read_file(o->file, &len);
+  if (!text) { fprintf(stderr, "kiln: cannot read %s\n", o->file); return NULL; }
+  if (strlen(text) != len) { fprintf(stderr, "kiln: %s is not a text file (it holds a NUL byte)\n", o->file); free(text); return NULL; }
+  *name = o->file;
+  return text;
+}
+
+static int run_program(const Opts *o) {
+  const char *name;
+  char *text = program_text(o, &name);
+  if (!text) return 1;
+  Diag d;
+  diag_init(&d);
+  Ev *ev = ev_new(stdout, &d);
+  ev->seed = (uint64_t)o->seed;
+  ev->via_ffi = o->ffi;
+  const char *lib = getenv("KILN_LIB_DIR");
+  if (lib) ev->lib_dir = lib;
+  char err[4096];
+  int rc = 0;
+  if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c")) {
+    ev->pipe.dump_after = strcmp(o->cmd, "ir") ? NULL : o->after ? o->after : "dce";
+    ev->pipe.emit_c = !strcmp(o->cmd, "emit-c");
+    if (ev->pipe.dump_after && !pipe_stage_ok(ev->pipe.dump_after)) {
+      fprintf(stderr, "kiln ir: unknown stage '%s' (stages: %s)\n", ev->pipe.dump_after, PIPE_STAGES);
+      rc = 1;
+    }
+  }
+  if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
+  if (!rc && ev_run(ev, name, text)) rc = 1;
+  fflush(stdout);
+  if (d.msg && d.msg[0]) fputs(d.msg, stderr);
+  ev_free(ev);
+  diag_free(&d);
+  free(text);
+  return rc;
+}
+
+static int show_ast(const Opts *o) {
+  const char *name;
+  char *text = program_text(o, &name);
+  if (!text) return 1;
+  Diag d;
+  diag_init(&d);
+  Arena *a = arena_new();
+  Source src = source_from_string(name, text);
+  AstNode *prog = parse_program(a, &src, &d);
+  if (prog) ast_dump(stdout, prog, 0);
+  if (d.msg && d.msg[0]) fputs(d.msg, stderr);
+  int rc = d.has_error;
+  arena_free(a);
+  diag_free(&d);
+  free(text);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  Opts o = {0};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+      printf("kiln %s (jit: %s)\n", KILN_VERSION, jit_backend_name());
+      return 0;
+    }
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(usage, stdout); return 0; }
+  }
+  if (parse_opts(argc, argv, &o)) return 2;
+  if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed, o.ffi);
+  if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c")) return run_program(&o);
+  if (!strcmp(o.cmd, "ast")) return show_ast(&o);
+  // `kiln FILE.kiln` runs the file.
+  if (strstr(o.cmd, ".kiln") && !o.file) { o.file = o.cmd; o.cmd = "run"; return run_program(&o); }
+  fprintf(stderr, "kiln: unknown command '%s'\n\n%s", o.cmd, usage);
+  return 2;
+}

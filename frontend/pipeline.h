@@ -1,0 +1,48 @@
+// The compile pipeline: graph -> passes -> schedule -> C -> JIT -> callable
+// program. The one place that runs the passes in order (QBE's func()).
+#ifndef KILN_PIPELINE_H
+#define KILN_PIPELINE_H
+#include "codegen/codegen.h"
+#include "compiler/jit.h"
+#include "passes/passes.h"
+#include "runtime/rt.h"
+
+// The stages `kiln ir --after=STAGE` can show, in pipeline order.
+#define PIPE_STAGES "ir fold simplify stability dce fuse lower plan"
+
+typedef struct {
+  IrCtx *c;
+  Jit *jit;
+  KRt *rt;
+  const char *dump_after;   // stage name: print the graph there and stop
+  FILE *dump;
+  int stats;                // print compile statistics to dump
+  int emit_c;               // print the generated C to dump and stop
+} Pipe;
+
+typedef struct {
+  IrGraph *g;               // the optimized graph
+  Schedule *s;
+  CSource cs;
+  void (*entry)(void **);   // uniform entry: rt, dims, inputs..., consts..., outputs...
+  void *call;               // typed entry for libffi
+  JitStats st;
+  double opt_ms, emit_ms;
+} Program;
+
+int pipe_stage_ok(const char *name);
+// A JIT that knows the runtime's symbols.
+Jit *pipe_jit_new(char *err, size_t errlen);
+// Optimize, schedule, emit and JIT g. NULL on error (message in err) and
+// also when dump_after stopped it (err is then "").
+Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen);
+void prog_free(Program *pr);
+// Bind the symbolic dimensions (D[sym]) from the inputs' shapes; checks every
+// input's dtype and shape. 0, or -1 with a message.
+int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, size_t errlen);
+void prog_out_shape(const Program *pr, int i, const int64_t *D, int *ndim, int64_t *shape);
+// Run with bound dims: ins[nin], outs[nout] already allocated with prog_out_shape.
+// via_ffi calls the typed entry through libffi (the REPL's dynamic path).
+int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs, int via_ffi);
+
+#endif

@@ -1,0 +1,175 @@
+// Fusion: decides which values live in buffers and groups the rest into the
+// loop nests of the kernels that read them (elementwise chains, reduction
+// inputs, data movement as index arithmetic). Needs: an optimized graph whose
+// inputs are all in g->ins. Makes: a Schedule with kernels in execution order.
+#include "passes.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  Schedule *s;
+  int *users;        // by node id: number of consuming edges
+} Fuse;
+
+static int add_buf(Schedule *s, BufKind kind, Node *n, int arg) {
+  s->bufs = realloc(s->bufs, sizeof(Buffer) * (s->nbufs + 1));
+  if (!s->bufs) abort();
+  s->bufs[s->nbufs] = (Buffer){kind, n, arg, -1, -1, -1};
+  return s->nbufs++;
+}
+
+static int is_arg_leaf(Node *n) {
+  int64_t m;
+  return n->op == OP_INPUT || (n->op == OP_CONST && !(ir_numel_const(n, &m) && m <= 1));
+}
+
+// Give n a temp buffer (a kernel will compute it), if it has none yet.
+static void materialize(Schedule *s, Node *n) {
+  if (s->buf_of[n->id] < 0) s->buf_of[n->id] = add_buf(s, BUF_TEMP, n, -1);
+}
+
+// Matmul and row kernels read their operands several times, so an operand must
+// be a strided view of a buffer; otherwise the node under the views gets one.
+static void need_view(Schedule *s, Node *n) {
+  Node *base;
+  if (sched_view_base(s, n, &base)) return;
+  Node *m = n;
+  while ((m->op == OP_TRANSPOSE || m->op == OP_BROADCAST || m->op == OP_SLICE) && sched_buf(s, m->src[0]) < 0)
+    m = m->src[0];
+  materialize(s, m);
+}
+
+static int expands(Node *bc) {
+  Node *src = bc->src[0];
+  for (int d = 0; d < bc->ndim; d++)
+    if (dim_is(src->shape[d], 1) && !dim_is(bc->shape[d], 1)) return 1;
+  return 0;
+}
+
+static void decide(Fuse *f, Node **order, int count) {
+  Schedule *s = f->s;
+  for (int i = 0; i < count; i++) {
+    Node *n = order[i];
+    OpKind k = ir_ops[n->op].kind;
+    if (k == K_REDUCE || k == K_MATMUL || k == K_ROW) materialize(s, n);
+    // Recomputing a shared value in every reader costs more than a buffer.
+    if (k == K_EW && f->users[n->id] > 1) materialize(s, n);
+    if (n->op == OP_RNG && f->users[n->id] > 1) materialize(s, n);
+    if (n->op == OP_BROADCAST && expands(n)) {
+      Node *m = n->src[0];
+      while (m->op == OP_RESHAPE) m = m->src[0];
+      if (ir_ops[m->op].kind == K_EW || m->op == OP_RNG) materialize(s, m);
+    }
+    if (k == K_MATMUL) { need_view(s, n->src[0]); need_view(s, n->src[1]); }
+    if (k == K_ROW) for (int j = 0; j < n->nsrc; j++) need_view(s, n->src[j]);
+  }
+}
+
+static void add_kernel(Schedule *s, Node *n, int out) {
+  KernelKind kind = KS_EW;
+  switch (ir_ops[n->op].kind) {
+  case K_REDUCE: kind = KS_REDUCE; break;
+  case K_MATMUL: kind = KS_MATMUL; break;
+  case K_ROW: kind = KS_ROW; break;
+  default: break;
+  }
+  s->ks = realloc(s->ks, sizeof(Kernel) * (s->nk + 1));
+  if (!s->ks) abort();
+  s->ks[s->nk++] = (Kernel){.kind = kind, .node = n, .out = out};
+}
+
+// The buffers a kernel reads: every buffer its fused expression tree reaches.
+static void collect_reads(Schedule *s, Kernel *K, uint8_t *seen, Node **stack) {
+  int sp = 0;
+  for (int i = 0; i < K->node->nsrc; i++) stack[sp++] = K->node->src[i];
+  while (sp) {
+    Node *n = stack[--sp];
+    if (seen[n->id]) continue;
+    seen[n->id] = 1;
+    int b = sched_buf(s, n);
+    if (b >= 0) {
+      K->reads = realloc(K->reads, sizeof(int) * (K->nreads + 1));
+      if (!K->reads) abort();
+      K->reads[K->nreads++] = b;
+      continue;
+    }
+    for (int i = 0; i < n->nsrc; i++) stack[sp++] = n->src[i];  // each node pushed once per edge
+  }
+}
+
+Schedule *pass_fuse(IrCtx *c, IrGraph *g) {
+  Schedule *s = calloc(1, sizeof *s);
+  if (!s) abort();
+  s->ctx = c; s->g = g;
+  int count;
+  Node **order = ir_topo(c, g->outs, g->nout, &count);
+  s->nid = c->nnodes;
+  s->buf_of = malloc(sizeof(int) * (s->nid + 1));
+  Fuse f = {s, calloc(s->nid + 1, sizeof(int))};
+  if (!s->buf_of || !f.users) abort();
+  for (int i = 0; i < s->nid; i++) s->buf_of[i] = -1;
+  for (int i = 0; i < count; i++)
+    for (int j = 0; j < order[i]->nsrc; j++) f.users[order[i]->src[j]->id]++;
+  // Arguments first: inputs in call order, then big constants.
+  for (int i = 0; i < g->nin; i++) s->buf_of[g->ins[i]->id] = add_buf(s, BUF_INPUT, g->ins[i], i);
+  for (int i = 0; i < count; i++) {
+    Node *n = order[i];
+    if (n->op == OP_CONST && is_arg_leaf(n)) {
+      s->consts = realloc(s->consts, sizeof(Node *) * (s->nconst + 1));
+      if (!s->consts) abort();
+      s->consts[s->nconst] = n;
+      s->buf_of[n->id] = add_buf(s, BUF_CONST, n, s->nconst++);
+    }
+  }
+  // Outputs computed by a kernel are written straight into the caller's buffer.
+  int *out_buf = malloc(sizeof(int) * (g->nout + 1));
+  if (!out_buf) abort();
+  for (int i = 0; i < g->nout; i++) {
+    Node *o = g->outs[i];
+    out_buf[i] = -1;
+    if (sched_buf(s, o) < 0) {
+      out_buf[i] = add_buf(s, BUF_OUTPUT, o, i);
+      s->buf_of[o->id] = out_buf[i];
+    }
+  }
+  decide(&f, order, count);
+  for (int i = 0; i < count; i++) {
+    int b = s->buf_of[order[i]->id];
+    if (b >= 0 && (s->bufs[b].kind == BUF_TEMP || s->bufs[b].kind == BUF_OUTPUT)) add_kernel(s, order[i], b);
+  }
+  // Outputs that are arguments or repeat an earlier output are copied.
+  for (int i = 0; i < g->nout; i++) {
+    if (out_buf[i] >= 0) continue;
+    int b = add_buf(s, BUF_OUTPUT, g->outs[i], i);
+    Node *o = g->outs[i];
+    add_kernel(s, o, b);
+    s->ks[s->nk - 1].kind = KS_EW;  // a copy: the value already has a buffer
+    s->ks[s->nk - 1].copy = 1;
+  }
+  uint8_t *seen = calloc(s->nid + 1, 1);
+  // Each edge is pushed at most once (a node expands once), so this bounds the stack.
+  int edges = 1;
+  for (int i = 0; i < count; i++) edges += order[i]->nsrc;
+  Node **stack = malloc(sizeof(Node *) * edges);
+  if (!seen || !stack) abort();
+  for (int k = 0; k < s->nk; k++) {
+    Kernel *K = &s->ks[k];
+    memset(seen, 0, s->nid + 1);
+    if (K->copy) {
+      K->reads = malloc(sizeof(int));
+      K->reads[0] = sched_buf(s, K->node);
+      K->nreads = 1;
+    } else {
+      collect_reads(s, K, seen, stack);
+    }
+  }
+  free(stack); free(seen); free(out_buf); free(order); free(f.users);
+  return s;
+}
+
+void sched_free(Schedule *s) {
+  if (!s) return;
+  for (int k = 0; k < s->nk; k++) free(s->ks[k].reads);
+  free(s->ks); free(s->bufs); free(s->buf_of); free(s->consts);
+  free(s);
+}

@@ -1,0 +1,37 @@
+// The optimizing passes. Each is a function from graph to graph (nodes are
+// immutable and hash-consed, so a pass rebuilds what it changes and shares the
+// rest), each in its own file with a one-line contract at its top.
+#ifndef KILN_PASSES_H
+#define KILN_PASSES_H
+#include "ir/ir.h"
+
+// ---- rewrite.c: the engine the rewriting passes share --------------------------
+// Rebuilds g bottom-up: each node gets its rewritten operands, then `rule` may
+// replace it (return NULL to keep it); a replacement is rewritten again until
+// no rule fires. Returns NULL with c->err set if a rule failed.
+typedef Node *(*RewriteRule)(IrCtx *c, Node *n, void *ud);
+IrGraph *pass_rewrite(IrCtx *c, IrGraph *g, RewriteRule rule, void *ud);
+// Replace nodes: every occurrence of from[i] becomes to[i] (same shape/dtype).
+IrGraph *pass_substitute(IrCtx *c, IrGraph *g, Node **from, Node **to, int n);
+Node *ir_substitute(IrCtx *c, Node *root, Node **from, Node **to, int n);
+
+// ---- autodiff.c: reverse-mode differentiation producing IR ---------------------
+// d(sum(seed * y))/d wrt[i] for each i, as IR (zeros where y does not depend on
+// wrt[i]). seed NULL means ones (y scalar: the plain gradient). The result is
+// ordinary IR: it can be optimized, compiled and differentiated again.
+// Returns 0, or -1 with c->err set (e.g. y not differentiable w.r.t. an int input).
+int pass_grad(IrCtx *c, Node *y, Node *seed, Node **wrt, int nwrt, Node **out);
+
+// ---- the optimizing pipeline, in order (pipeline.c runs them) --------------------
+IrGraph *pass_fold(IrCtx *c, IrGraph *g);       // constant folding of small constant subgraphs
+IrGraph *pass_simplify(IrCtx *c, IrGraph *g);   // algebraic identities
+IrGraph *pass_stability(IrCtx *c, IrGraph *g);  // numerically stable forms
+IrGraph *pass_dce(IrCtx *c, IrGraph *g);        // dead code: what the outputs do not reach
+
+// ---- scheduling: graph -> kernels -> buffers (ir/sched.h) -----------------------
+#include "ir/sched.h"
+Schedule *pass_fuse(IrCtx *c, IrGraph *g);       // fusion into kernels
+void pass_lower(Schedule *s);                     // lowering strategy per kernel
+void pass_plan(Schedule *s);                      // liveness-based buffer reuse, in place where safe
+
+#endif

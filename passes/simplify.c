@@ -1,0 +1,200 @@
+// Algebraic identities. Needs: a well-formed graph. Keeps: shapes and dtypes
+// (every replacement is checked against the node it replaces); values, but
+// like Theano's canonicalizer it assumes x finite where a rule drops x (x*0,
+// x-x), ignores the sign of zero (x+0, 0-x, x^0.5 -> sqrt) and rounds
+// differently where it trades a rounding for an exact op (x^2 -> x*x,
+// sum(broadcast(y)) -> y*count).
+#include "passes.h"
+#include <math.h>
+#include <string.h>
+
+// ---- helpers ----------------------------------------------------------------------
+static int is_k(const Node *n, double v) {
+  double x;
+  return ir_is_scalar_const(n, &x) && x == v;
+}
+
+static int same_type(const Node *a, const Node *b) {
+  return a->dtype == b->dtype && a->ndim == b->ndim && ir_shape_eq(a, b);
+}
+
+// x itself where it has n's type, else nothing.
+static Node *as(const Node *n, Node *x) { return same_type(n, x) ? x : NULL; }
+
+// The scalar constant v of n's dtype, broadcast to n's shape (the builders' form).
+static Node *fill(IrCtx *c, const Node *n, double v) {
+  Node *k = ir_scalar(c, n->dtype, v);
+  return k && n->ndim ? ir_broadcast(c, k, n->ndim, n->shape) : k;
+}
+
+// For a commutative op, try a rule on (a, b) and then on (b, a).
+typedef Node *(*Pair)(IrCtx *c, Node *n, Node *a, Node *b);
+static Node *both_ways(IrCtx *c, Node *n, Pair f) {
+  Node *r = f(c, n, n->src[0], n->src[1]);
+  if (!r && (ir_ops[n->op].flags & F_COMM)) r = f(c, n, n->src[1], n->src[0]);
+  return r;
+}
+
+// ---- arithmetic -------------------------------------------------------------------
+// x+0 -> x; x+(-y) -> x-y
+static Node *add_pair(IrCtx *c, Node *n, Node *x, Node *y) {
+  if (is_k(y, 0)) return as(n, x);
+  if (y->op == OP_NEG) return ir_binary(c, OP_SUB, x, y->src[0]);
+  return NULL;
+}
+
+// x-0 -> x; 0-x -> -x; x-x -> 0; x-(-y) -> x+y
+static Node *rule_sub(IrCtx *c, Node *n) {
+  Node *x = n->src[0], *y = n->src[1];
+  if (is_k(y, 0)) return as(n, x);
+  if (is_k(x, 0)) return ir_unary(c, OP_NEG, y);
+  if (x == y) return fill(c, n, 0);
+  if (y->op == OP_NEG) return ir_binary(c, OP_ADD, x, y->src[0]);
+  return NULL;
+}
+
+// x*1 -> x; x*0 -> 0; x*(-1) -> -x
+static Node *mul_pair(IrCtx *c, Node *n, Node *x, Node *y) {
+  if (is_k(y, 1)) return as(n, x);
+  if (is_k(y, 0)) return fill(c, n, 0);
+  if (is_k(y, -1)) return ir_unary(c, OP_NEG, x);
+  return NULL;
+}
+
+// 1/c for a float c that is a power of two whose reciprocal the dtype holds
+// exactly: then x/c and x*(1/c) round the same exact value.
+static int exact_reciprocal(DType t, double cv, double *r) {
+  int e;
+  if (!ir_is_float(t) || cv == 0 || !isfinite(cv) || frexp(cv, &e) != 0.5) return 0;
+  if (t == DT_F32) {
+    float f = 1.0f / (float)cv;
+    if (f == 0 || !isfinite(f) || frexpf(f, &e) != 0.5f) return 0;
+    *r = f;
+  } else {
+    double d = 1.0 / cv;
+    if (d == 0 || !isfinite(d) || frexp(d, &e) != 0.5) return 0;
+    *r = d;
+  }
+  return 1;
+}
+
+// x/1 -> x; x/c -> x*(1/c) for c a power of two
+static Node *rule_div(IrCtx *c, Node *n) {
+  Node *x = n->src[0], *y = n->src[1];
+  double cv, r;
+  if (is_k(y, 1)) return as(n, x);
+  if (ir_is_scalar_const(y, &cv) && exact_reciprocal(n->dtype, cv, &r)) return ir_binary(c, OP_MUL, x, fill(c, n, r));
+  return NULL;
+}
+
+// x^0 -> 1; x^1 -> x; x^2 -> x*x; x^0.5 -> sqrt(x)
+static Node *rule_pow(IrCtx *c, Node *n) {
+  Node *x = n->src[0], *y = n->src[1];
+  if (is_k(y, 0)) return fill(c, n, 1);
+  if (is_k(y, 1)) return as(n, x);
+  if (is_k(y, 2)) return ir_binary(c, OP_MUL, x, x);
+  if (is_k(y, 0.5)) return ir_unary(c, OP_SQRT, x);
+  return NULL;
+}
+
+// -(-x) -> x; -sum(-x) -> sum(x) (exact: rounding is symmetric)
+static Node *rule_neg(IrCtx *c, Node *n) {
+  Node *a = n->src[0];
+  if (a->op == OP_NEG) return as(n, a->src[0]);
+  if (a->op == OP_SUM && a->src[0]->op == OP_NEG)
+    return ir_reduce(c, OP_SUM, a->src[0]->src[0], (uint32_t)a->a.i[0], (int)a->a.i[1]);
+  return NULL;
+}
+
+// log(exp(x)) -> x (exp(log(x)) stays: log's domain)
+static Node *rule_log(IrCtx *c, Node *n) {
+  return n->src[0]->op == OP_EXP ? as(n, n->src[0]->src[0]) : NULL;
+}
+
+// where(c, x, x) -> x; where(true, x, y) -> x; where(false, x, y) -> y
+static Node *rule_where(IrCtx *c, Node *n) {
+  double v;
+  if (n->src[1] == n->src[2]) return as(n, n->src[1]);
+  if (ir_is_scalar_const(n->src[0], &v)) return as(n, n->src[v != 0 ? 1 : 2]);
+  return NULL;
+}
+
+// cast to the same dtype -> x
+static Node *rule_cast(IrCtx *c, Node *n) { return as(n, n->src[0]); }
+
+// ---- movement -----------------------------------------------------------------------
+// transpose(transpose(x, p), q) -> transpose(x, p∘q); the identity -> x
+static Node *rule_transpose(IrCtx *c, Node *n) {
+  Node *in = n->src[0];
+  if (in->op != OP_TRANSPOSE) return NULL;
+  int perm[IR_MAXDIM];
+  for (int i = 0; i < n->ndim; i++) perm[i] = (int)in->a.i[n->a.i[i]];
+  return ir_transpose(c, in->src[0], perm);
+}
+
+// reshape to the same shape -> x; reshape(reshape(x)) -> one reshape
+static Node *rule_reshape(IrCtx *c, Node *n) {
+  Node *x = n->src[0];
+  if (same_type(n, x)) return x;
+  if (x->op == OP_RESHAPE) return ir_reshape(c, x->src[0], n->ndim, n->shape);
+  return NULL;
+}
+
+// broadcast to the same shape -> x; broadcast(broadcast(x)) -> one broadcast
+static Node *rule_broadcast(IrCtx *c, Node *n) {
+  Node *x = n->src[0];
+  if (same_type(n, x)) return x;
+  if (x->op == OP_BROADCAST) return ir_broadcast(c, x->src[0], n->ndim, n->shape);
+  return NULL;
+}
+
+// ---- reductions ----------------------------------------------------------------------
+// sum(broadcast(y)) over axes where y has size 1 -> y*count, with y reshaped
+// to the result's shape (count: the reduced axes' concrete sizes' product).
+static Node *rule_sum(IrCtx *c, Node *n) {
+  Node *b = n->src[0];
+  if (b->op != OP_BROADCAST || b->src[0]->ndim != b->ndim) return NULL;
+  Node *y = b->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0];
+  int keep = (int)n->a.i[1], nd = 0;
+  int64_t count = 1;
+  Dim shape[IR_MAXDIM];
+  for (int d = 0; d < b->ndim; d++) {
+    if (!(axes & (1u << d))) { shape[nd++] = y->shape[d]; continue; }
+    if (!dim_is(y->shape[d], 1) || (b->shape[d].sym && b->shape[d].k)) return NULL;
+    count *= b->shape[d].k;
+    if (keep) shape[nd++] = dim_c(1);
+  }
+  double v;
+  if (ir_is_scalar_const(y, &v)) {
+    if (!ir_is_float(n->dtype) && fabs(v * (double)count) >= 9007199254740992.0) return NULL;
+    return fill(c, n, v * (double)count);   // one rounding, in double then to the dtype
+  }
+  Node *r = ir_reshape(c, y, nd, shape);
+  if (r && count != 1) r = ir_binary(c, OP_MUL, r, ir_scalar(c, n->dtype, (double)count));
+  return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
+}
+
+static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
+  Node *r = NULL;
+  switch (n->op) {
+  case OP_ADD: r = both_ways(c, n, add_pair); break;
+  case OP_SUB: r = rule_sub(c, n); break;
+  case OP_MUL: r = both_ways(c, n, mul_pair); break;
+  case OP_DIV: r = rule_div(c, n); break;
+  case OP_POW: r = rule_pow(c, n); break;
+  case OP_NEG: r = rule_neg(c, n); break;
+  case OP_LOG: r = rule_log(c, n); break;
+  case OP_WHERE: r = rule_where(c, n); break;
+  case OP_CAST: r = rule_cast(c, n); break;
+  case OP_TRANSPOSE: r = rule_transpose(c, n); break;
+  case OP_RESHAPE: r = rule_reshape(c, n); break;
+  case OP_BROADCAST: r = rule_broadcast(c, n); break;
+  case OP_SUM: r = rule_sum(c, n); break;
+  default: break;
+  }
+  // A rule that would change n's type does not apply (the builders can add casts).
+  return r && same_type(r, n) ? r : NULL;
+}
+
+IrGraph *pass_simplify(IrCtx *c, IrGraph *g) { return pass_rewrite(c, g, simplify_rule, NULL); }

@@ -1,0 +1,397 @@
+// npy.c: NumPy .npy files.
+// Layout: "\x93NUMPY", major, minor, header length (u16 LE for 1.x, u32 LE for 2.x/3.x),
+// a Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// padded with spaces and '\n' so the data starts on a 64-byte boundary, then the data.
+#include "rt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_HEADER (1 << 20)   // a sane header is a few hundred bytes
+
+static const struct { char code[3]; RtDType dt; } npy_types[] = {
+    {"f4", RT_F32}, {"f8", RT_F64}, {"i4", RT_I32}, {"i8", RT_I64}, {"b1", RT_BOOL},
+};
+
+static int host_le(void) {
+    uint16_t one = 1;
+    return *(uint8_t *)&one == 1;
+}
+
+static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
+    if (!err || errlen == 0)
+        return -1;
+    int n = snprintf(err, errlen, "%s: ", path);
+    if (n >= 0 && (size_t)n < errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+//
+// Saving
+//
+
+static int write_all(int fd, const void *buf, size_t n) {
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+// Fills buf (at least 512 bytes) with the preamble and padded header; returns its length.
+static size_t make_header(char *buf, const RtTensor *t) {
+    char dict[400];
+    const char *code = "";
+    for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
+        if (npy_types[i].dt == t->dtype)
+            code = npy_types[i].code;
+    char bo = t->dtype == RT_BOOL ? '|' : host_le() ? '<' : '>';
+    int n = snprintf(dict, sizeof dict, "{'descr': '%c%s', 'fortran_order': False, 'shape': (",
+                     bo, code);
+    for (int i = 0; i < t->ndim; i++)
+        n += snprintf(dict + n, sizeof dict - (size_t)n, i ? ", %lld" : "%lld",
+                      (long long)t->shape[i]);
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", t->ndim == 1 ? "," : "");
+    // NumPy's padding: spaces then '\n', total a multiple of 64 (adding 64 when already so).
+    size_t hlen = (size_t)n + 1;
+    size_t pad = 64 - (10 + hlen) % 64;
+    hlen += pad;
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)(hlen & 0xff);
+    buf[9] = (char)(hlen >> 8);
+    memcpy(buf + 10, dict, (size_t)n);
+    memset(buf + 10 + n, ' ', pad);
+    buf[10 + hlen - 1] = '\n';
+    return 10 + hlen;
+}
+
+static void fsync_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);   // best effort: makes the rename durable
+        close(fd);
+    }
+    free(dir);
+}
+
+int rt_npy_save(const char *path, const RtTensor *t, char *err, size_t errlen) {
+    if (rt_dtype_size(t->dtype) == 0 || t->ndim < 0 || t->ndim > RT_MAXDIM)
+        return fail(err, errlen, path, "invalid tensor (dtype %d, ndim %d)", t->dtype, t->ndim);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 0)
+            return fail(err, errlen, path, "invalid tensor (negative dimension)");
+    size_t nbytes = rt_tensor_nbytes(t);
+    if (nbytes > 0 && !t->data)
+        return fail(err, errlen, path, "tensor has no data");
+
+    char head[512];
+    size_t hn = make_header(head, t);
+    // A temporary name private to this thread, beside the target so rename is atomic.
+    size_t tlen = strlen(path) + 48;
+    char *tmp = malloc(tlen);
+    if (!tmp)
+        return fail(err, errlen, path, "out of memory");
+    snprintf(tmp, tlen, "%s.tmp.%d.%d", path, (int)getpid(), (int)gettid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    const char *what = NULL;
+    if (write_all(fd, head, hn) != 0 || write_all(fd, t->data, nbytes) != 0)
+        what = "write";
+    else if (fsync(fd) != 0)
+        what = "fsync";
+    int e = errno;
+    if (close(fd) != 0 && !what)
+        what = "close", e = errno;
+    if (!what && rename(tmp, path) != 0)
+        what = "rename", e = errno;
+    if (what) {
+        unlink(tmp);
+        fail(err, errlen, path, "%s failed: %s", what, strerror(e));
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    fsync_dir(path);
+    return 0;
+}
+
+//
+// Loading
+//
+
+typedef struct {
+    RtDType dtype;
+    int swap;   // data is in the other byte order
+    int fortran;
+    int ndim;
+    int64_t shape[RT_MAXDIM];
+} Header;
+
+typedef struct {
+    const char *p, *end;
+    char *msg;
+    size_t msglen;
+} Lex;
+
+static int lex_err(Lex *l, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->msg, l->msglen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void skip_ws(Lex *l) {
+    while (l->p < l->end && (*l->p == ' ' || *l->p == '\t' || *l->p == '\n' || *l->p == '\r'))
+        l->p++;
+}
+
+static int expect(Lex *l, char c) {
+    skip_ws(l);
+    if (l->p >= l->end || *l->p != c) {
+        char s[2] = {c, 0};
+        return lex_err(l, "malformed header: expected '%s'", s);
+    }
+    l->p++;
+    return 0;
+}
+
+static int peek(Lex *l, char c) {
+    skip_ws(l);
+    return l->p < l->end && *l->p == c;
+}
+
+// string = "'" chars "'" | '"' chars '"'
+static int parse_str(Lex *l, char *buf, size_t n) {
+    skip_ws(l);
+    if (l->p >= l->end || (*l->p != '\'' && *l->p != '"'))
+        return lex_err(l, "malformed header: expected a string");
+    char q = *l->p++;
+    size_t i = 0;
+    while (l->p < l->end && *l->p != q) {
+        if (i + 1 < n)
+            buf[i++] = *l->p;
+        l->p++;
+    }
+    buf[i] = '\0';
+    if (l->p >= l->end)
+        return lex_err(l, "malformed header: unterminated string");
+    l->p++;
+    return 0;
+}
+
+// bool = "True" | "False"
+static int parse_bool(Lex *l, int *v) {
+    skip_ws(l);
+    size_t left = (size_t)(l->end - l->p);
+    if (left >= 4 && !memcmp(l->p, "True", 4))
+        return l->p += 4, *v = 1, 0;
+    if (left >= 5 && !memcmp(l->p, "False", 5))
+        return l->p += 5, *v = 0, 0;
+    return lex_err(l, "malformed header: fortran_order is not True or False");
+}
+
+// shape = "(" (int ("," int)* ","?)? ")"     an int may end in L (Python 2)
+static int parse_shape(Lex *l, Header *h) {
+    if (expect(l, '('))
+        return -1;
+    h->ndim = 0;
+    while (!peek(l, ')')) {
+        if (l->p >= l->end || *l->p < '0' || *l->p > '9')
+            return lex_err(l, "malformed header: bad shape");
+        int64_t v = 0;
+        while (l->p < l->end && *l->p >= '0' && *l->p <= '9') {
+            if (v > (INT64_MAX - 9) / 10)
+                return lex_err(l, "shape dimension too large");
+            v = v * 10 + (*l->p++ - '0');
+        }
+        if (l->p < l->end && *l->p == 'L')
+            l->p++;
+        if (h->ndim == RT_MAXDIM)
+            return lex_err(l, "more than %d dimensions are not supported", RT_MAXDIM);
+        h->shape[h->ndim++] = v;
+        if (!peek(l, ','))
+            break;
+        l->p++;
+    }
+    return expect(l, ')');
+}
+
+static int parse_descr(Lex *l, Header *h) {
+    skip_ws(l);
+    if (l->p < l->end && *l->p != '\'' && *l->p != '"')
+        return lex_err(l, "unsupported dtype: structured arrays are not supported");
+    char d[32];
+    if (parse_str(l, d, sizeof d))
+        return -1;
+    char bo = d[0];
+    if ((bo == '<' || bo == '>' || bo == '|' || bo == '=') && strlen(d) == 3) {
+        for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++) {
+            if (strcmp(d + 1, npy_types[i].code) != 0)
+                continue;
+            h->dtype = npy_types[i].dt;
+            h->swap = rt_dtype_size(h->dtype) > 1 && bo != '|' && bo != '=' &&
+                      (bo == '<') != host_le();
+            return 0;
+        }
+    }
+    return lex_err(l, "unsupported dtype '%s' (supported: f4, f8, i4, i8, b1)", d);
+}
+
+// header = "{" (string ":" value ","?)* "}"   with keys descr, fortran_order, shape
+static int parse_header(const char *s, size_t n, Header *h, char *msg, size_t msglen) {
+    Lex l = {s, s + n, msg, msglen};
+    int seen = 0;
+    if (expect(&l, '{'))
+        return -1;
+    while (!peek(&l, '}')) {
+        char key[32];
+        if (parse_str(&l, key, sizeof key) || expect(&l, ':'))
+            return -1;
+        int rc;
+        if (!strcmp(key, "descr"))
+            rc = parse_descr(&l, h), seen |= 1;
+        else if (!strcmp(key, "fortran_order"))
+            rc = parse_bool(&l, &h->fortran), seen |= 2;
+        else if (!strcmp(key, "shape"))
+            rc = parse_shape(&l, h), seen |= 4;
+        else
+            rc = lex_err(&l, "malformed header: unknown key '%s'", key);
+        if (rc)
+            return -1;
+        if (!peek(&l, ','))
+            break;
+        l.p++;
+    }
+    if (expect(&l, '}'))
+        return -1;
+    if (seen != 7) {
+        const char *key = !(seen & 1) ? "descr" : !(seen & 2) ? "fortran_order" : "shape";
+        return lex_err(&l, "malformed header: missing '%s'", key);
+    }
+    return 0;
+}
+
+static void byteswap(void *data, uint64_t n, size_t size) {
+    uint8_t *p = data;
+    for (uint64_t i = 0; i < n; i++, p += size)
+        for (size_t a = 0, b = size - 1; a < b; a++, b--) {
+            uint8_t tmp = p[a];
+            p[a] = p[b];
+            p[b] = tmp;
+        }
+}
+
+// Reads the header; on success the stream is at the start of the data.
+static int read_header(FILE *f, const char *path, Header *h, char *err, size_t errlen) {
+    uint8_t pre[12];
+    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0)
+        return fail(err, errlen, path, "not a .npy file (bad magic)");
+    size_t hlen;
+    if (pre[6] == 1) {
+        if (fread(pre + 8, 1, 2, f) != 2)
+            return fail(err, errlen, path, "truncated header");
+        hlen = pre[8] | (size_t)pre[9] << 8;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 8, 1, 4, f) != 4)
+            return fail(err, errlen, path, "truncated header");
+        hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+    } else {
+        return fail(err, errlen, path, "unsupported .npy version %d.%d", pre[6], pre[7]);
+    }
+    if (hlen > MAX_HEADER)
+        return fail(err, errlen, path, "header too large (%zu bytes)", hlen);
+    char *s = malloc(hlen + 1);
+    if (!s)
+        return fail(err, errlen, path, "out of memory");
+    if (fread(s, 1, hlen, f) != hlen) {
+        free(s);
+        return fail(err, errlen, path, "truncated header");
+    }
+    char msg[160];
+    int rc = parse_header(s, hlen, h, msg, sizeof msg);
+    free(s);
+    if (rc)
+        return fail(err, errlen, path, "%s", msg);
+    // Fortran order is C order when at most one dimension is longer than 1.
+    int big = 0;
+    for (int i = 0; i < h->ndim; i++)
+        big += h->shape[i] > 1;
+    if (h->fortran && big > 1)
+        return fail(err, errlen, path, "fortran_order arrays are not supported (save C order)");
+    return 0;
+}
+
+int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
+    *out = (RtTensor){0};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, errlen, path, "%s", strerror(errno));
+    Header h = {0};
+    if (read_header(f, path, &h, err, errlen) != 0) {
+        fclose(f);
+        return -1;
+    }
+    // Check the size against the file before allocating: a corrupt shape must not
+    // become a huge allocation.
+    uint64_t numel = 1, maxel = (uint64_t)INT64_MAX / 8;
+    for (int i = 0; i < h.ndim; i++) {
+        if (h.shape[i] && numel > maxel / (uint64_t)h.shape[i]) {
+            fclose(f);
+            return fail(err, errlen, path, "shape too large");
+        }
+        numel *= (uint64_t)h.shape[i];
+    }
+    uint64_t nbytes = numel * rt_dtype_size(h.dtype);
+    struct stat st;
+    long pos = ftell(f);
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && pos >= 0 &&
+        (uint64_t)(st.st_size - pos) < nbytes) {
+        fclose(f);
+        return fail(err, errlen, path, "truncated data: expected %llu bytes, found %llu",
+                    (unsigned long long)nbytes, (unsigned long long)(st.st_size - pos));
+    }
+    RtTensor t = rt_tensor_new(h.dtype, h.ndim, h.shape);
+    if (!t.data) {
+        fclose(f);
+        return fail(err, errlen, path, "cannot allocate %llu bytes", (unsigned long long)nbytes);
+    }
+    size_t got = fread(t.data, 1, (size_t)nbytes, f);
+    fclose(f);
+    if (got != nbytes) {
+        rt_tensor_free(&t);
+        return fail(err, errlen, path, "truncated data: expected %llu bytes, found %zu",
+                    (unsigned long long)nbytes, got);
+    }
+    if (h.swap)
+        byteswap(t.data, numel, rt_dtype_size(t.dtype));
+    if (t.dtype == RT_BOOL)   // kernels rely on bools being exactly 0 or 1
+        for (uint64_t i = 0; i < numel; i++)
+            ((uint8_t *)t.data)[i] = ((uint8_t *)t.data)[i] != 0;
+    *out = t;
+    return 0;
+}

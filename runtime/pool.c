@@ -1,0 +1,287 @@
+// pool.c: the runtime context, a persistent thread pool and a scratch workspace.
+//
+// Design. A KRt with n threads owns n-1 workers that live as long as it does; the
+// calling thread is thread 0. Each worker has a mailbox on its own cache line: a
+// sequence number `seq` that only the dispatcher writes. To hand out a job the
+// dispatcher writes the job into the KRt, then bumps the seq of each worker that gets
+// a chunk (a small job wakes only the threads it uses). A worker spins on its seq for
+// SPIN_NS, then sleeps on its own mutex/condvar; the dispatcher takes the lock and
+// signals only when the worker's `sleeping` flag is set, so back-to-back calls cost a
+// store per worker and no syscall. Completion is the atomic countdown `pending`: the
+// caller runs chunk 0, then spins on it, then sleeps on done_cv the same way, and the
+// last worker signals only if the caller's `waiting` flag is set. Each flag is set
+// before its counter is rechecked, both seq_cst, so a sleeper and a waker can't both
+// miss (Dekker). The job fields are stable while pending > 0, and a worker gets a new
+// seq only after it finished the previous job, so no job is seen twice or half-written.
+// Spinning yields every 64 pauses: on a busy machine, or with more threads than CPUs,
+// the thread being waited for may need this CPU. A thread-local depth marks threads
+// inside a parallel region, so nested calls run inline instead of deadlocking.
+#include "rt.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SPIN_NS 100000   // about the gap between kernels in a step; longer burns CPU
+#define MAX_THREADS 1024
+
+typedef struct {
+    _Alignas(64) _Atomic uint32_t seq;   // bumped by the dispatcher per job for this worker
+    _Atomic int sleeping;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t tid;
+    int index;   // the chunk this worker runs
+    KRt *rt;
+} Worker;
+
+struct KRt {
+    int nthreads;   // including the caller
+    Worker *workers;   // nthreads - 1 of them
+    pthread_mutex_t call_mu;   // one job at a time per KRt
+
+    // The current job: written before any seq bump, read-only while pending > 0.
+    RtRangeFn fn;
+    void *ctx;
+    int64_t base, rem;   // chunk t has base + (t < rem) items
+
+    _Alignas(64) _Atomic uint32_t pending;   // workers still running the job
+    _Atomic int waiting;   // the caller sleeps on done_cv
+    _Atomic int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t done_cv;
+
+    void *ws;
+    size_t ws_size;
+};
+
+// Nesting depth of parallel regions on this thread; per thread, so not shared state.
+static _Thread_local int tls_depth;
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// Spin until (*p == v) == until_eq, or SPIN_NS passes; returns 1 if the condition held.
+static int spin(_Atomic uint32_t *p, uint32_t v, int until_eq) {
+    uint64_t t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if ((atomic_load_explicit(p, memory_order_acquire) == v) == until_eq)
+            return 1;
+        if (i % 64 == 0) {
+            uint64_t t = now_ns();
+            if (!t0)
+                t0 = t;
+            else if (t - t0 > SPIN_NS)
+                return 0;
+            sched_yield();   // let a descheduled worker or the caller have this CPU
+        }
+        cpu_relax();
+    }
+}
+
+static void run_chunk(KRt *rt, int64_t t) {
+    int64_t lo = t * rt->base + (t < rt->rem ? t : rt->rem);
+    int64_t hi = lo + rt->base + (t < rt->rem);
+    rt->fn(rt->ctx, lo, hi);
+}
+
+static uint32_t wait_job(Worker *w, uint32_t seen) {
+    if (!spin(&w->seq, seen, 0)) {
+        pthread_mutex_lock(&w->mu);
+        atomic_store(&w->sleeping, 1);
+        while (atomic_load(&w->seq) == seen)
+            pthread_cond_wait(&w->cv, &w->mu);
+        atomic_store(&w->sleeping, 0);
+        pthread_mutex_unlock(&w->mu);
+    }
+    return atomic_load_explicit(&w->seq, memory_order_acquire);
+}
+
+static void wake(Worker *w) {
+    atomic_fetch_add(&w->seq, 1);
+    if (atomic_load(&w->sleeping)) {
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static void *worker_main(void *arg) {
+    Worker *w = arg;
+    KRt *rt = w->rt;
+    uint32_t seen = 0;
+    tls_depth = 1;
+    for (;;) {
+        seen = wait_job(w, seen);
+        if (atomic_load(&rt->stop))
+            return NULL;
+        run_chunk(rt, w->index);
+        if (atomic_fetch_sub(&rt->pending, 1) == 1 && atomic_load(&rt->waiting)) {
+            pthread_mutex_lock(&rt->mu);
+            pthread_cond_signal(&rt->done_cv);
+            pthread_mutex_unlock(&rt->mu);
+        }
+    }
+}
+
+static void wait_done(KRt *rt) {
+    if (spin(&rt->pending, 0, 1))
+        return;
+    pthread_mutex_lock(&rt->mu);
+    atomic_store(&rt->waiting, 1);
+    while (atomic_load(&rt->pending) != 0)
+        pthread_cond_wait(&rt->done_cv, &rt->mu);
+    atomic_store(&rt->waiting, 0);
+    pthread_mutex_unlock(&rt->mu);
+}
+
+static int ncpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int default_threads(void) {
+    const char *s = getenv("KILN_THREADS");
+    if (s && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (*end == '\0' && v > 0)
+            return v > MAX_THREADS ? MAX_THREADS : (int)v;
+    }
+    return ncpus();
+}
+
+static void stop_workers(KRt *rt) {
+    atomic_store(&rt->stop, 1);
+    for (int i = 0; i < rt->nthreads - 1; i++)
+        wake(&rt->workers[i]);
+    for (int i = 0; i < rt->nthreads - 1; i++) {
+        Worker *w = &rt->workers[i];
+        pthread_join(w->tid, NULL);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+    }
+    rt_free(rt->workers);
+    rt->workers = NULL;
+    rt->nthreads = 1;
+    atomic_store(&rt->stop, 0);
+}
+
+// Start n-1 workers; on failure keep the ones that started (at worst run inline).
+static void start_workers(KRt *rt, int n) {
+    if (n <= 0)
+        n = default_threads();
+    if (n > MAX_THREADS)
+        n = MAX_THREADS;
+    rt->nthreads = 1;
+    if (n == 1 || !(rt->workers = rt_calloc(sizeof(Worker) * (size_t)(n - 1))))
+        return;
+    // Workers inherit a full signal mask: signals (SIGINT in the REPL) go to the caller.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int i = 0; i < n - 1; i++) {
+        Worker *w = &rt->workers[i];
+        w->index = i + 1;
+        w->rt = rt;
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        if (pthread_create(&w->tid, NULL, worker_main, w) != 0) {
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->cv);
+            break;
+        }
+        rt->nthreads++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+KRt *rt_new(int nthreads) {
+    KRt *rt = rt_calloc(sizeof(KRt));
+    if (!rt)
+        return NULL;
+    pthread_mutex_init(&rt->call_mu, NULL);
+    pthread_mutex_init(&rt->mu, NULL);
+    pthread_cond_init(&rt->done_cv, NULL);
+    start_workers(rt, nthreads);
+    return rt;
+}
+
+void rt_free_ctx(KRt *rt) {
+    if (!rt)
+        return;
+    stop_workers(rt);
+    pthread_mutex_destroy(&rt->call_mu);
+    pthread_mutex_destroy(&rt->mu);
+    pthread_cond_destroy(&rt->done_cv);
+    rt_free(rt->ws);
+    rt_free(rt);
+}
+
+int rt_threads(const KRt *rt) { return rt ? rt->nthreads : 1; }
+
+void rt_set_threads(KRt *rt, int n) {
+    if (!rt || tls_depth > 0)
+        return;
+    pthread_mutex_lock(&rt->call_mu);
+    stop_workers(rt);
+    start_workers(rt, n);
+    pthread_mutex_unlock(&rt->call_mu);
+}
+
+void rt_parallel_for(KRt *rt, RtRangeFn fn, void *ctx, int64_t n, int64_t grain) {
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    int64_t nchunks = n / grain;
+    if (!rt || tls_depth > 0 || n <= grain || nchunks < 2 || rt->nthreads < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&rt->call_mu);
+    if (nchunks > rt->nthreads)
+        nchunks = rt->nthreads;
+    rt->fn = fn;
+    rt->ctx = ctx;
+    rt->base = n / nchunks;
+    rt->rem = n % nchunks;
+    atomic_store(&rt->pending, (uint32_t)nchunks - 1);
+    for (int64_t t = 1; t < nchunks; t++)
+        wake(&rt->workers[t - 1]);
+    tls_depth++;
+    run_chunk(rt, 0);
+    tls_depth--;
+    wait_done(rt);
+    pthread_mutex_unlock(&rt->call_mu);
+}
+
+void *rt_workspace(KRt *rt, size_t bytes) {
+    if (!rt)
+        return NULL;
+    if (rt->ws && bytes <= rt->ws_size)
+        return rt->ws;
+    // Free first: the old contents are not kept, and peak memory stays one buffer.
+    rt_free(rt->ws);
+    rt->ws = rt_alloc(bytes);
+    rt->ws_size = rt->ws ? bytes : 0;
+    return rt->ws;
+}

@@ -1,0 +1,172 @@
+// rt.h: the Kiln runtime, the thin C library that compiled graphs call into.
+// It includes nothing else of the tree, so a standalone binary links it alone.
+//
+// A worked example: a compiled graph scaling a vector on the pool.
+//
+//     static void scale(void *ctx, int64_t lo, int64_t hi) {
+//         float *x = ctx;
+//         for (int64_t i = lo; i < hi; i++) x[i] *= 2.0f;
+//     }
+//
+//     KRt *rt = rt_new(0);                            // one thread per usable CPU
+//     int64_t shape[2] = {2, 3};
+//     RtTensor t = rt_tensor_new(RT_F32, 2, shape);   // zeroed
+//     for (int i = 0; i < 6; i++) ((float *)t.data)[i] = rt_rand_uniform_f32(42, i);
+//     rt_parallel_for(rt, scale, t.data, rt_tensor_numel(&t), 1024);
+//     rt_tensor_print(stdout, &t);   // [[1.22592, 1.97544, 1.65173], [1.4592, 0.652836, 0.629695]]
+//     char err[256];
+//     if (rt_npy_save("t.npy", &t, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
+//     rt_tensor_free(&t);
+//     rt_free_ctx(rt);
+//
+// Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c.
+#ifndef KILN_RT_H
+#define KILN_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+//
+// mem.c: dtypes and aligned memory
+//
+
+// Element types. The order and values are part of the ABI with generated code.
+typedef enum { RT_BOOL, RT_I32, RT_I64, RT_F32, RT_F64 } RtDType;
+#define RT_NDTYPES 5
+
+size_t rt_dtype_size(RtDType t);       // bool is one byte (0 or 1); 0 for an invalid dtype
+const char *rt_dtype_name(RtDType t);  // "bool", "i32", "i64", "f32", "f64"; "?" if invalid
+
+#define RT_ALIGN 64
+// 64-byte aligned memory; a request of 0 bytes still returns a unique pointer.
+// NULL when out of memory. rt_calloc zeroes. rt_free(NULL) is a no-op.
+void *rt_alloc(size_t bytes);
+void *rt_calloc(size_t bytes);
+void rt_free(void *p);
+
+//
+// pool.c: the runtime context (thread pool + scratch workspace)
+//
+
+// Every compiled graph receives a KRt. One KRt serves one graph run at a time;
+// rt_parallel_for calls from several outside threads on one KRt are serialized.
+typedef struct KRt KRt;
+
+// nthreads <= 0 picks a default: KILN_THREADS from the environment if set and > 0,
+// else the number of CPUs this process may run on (sched_getaffinity).
+// The count includes the calling thread. NULL when out of memory.
+KRt *rt_new(int nthreads);
+void rt_free_ctx(KRt *rt);   // NULL is a no-op
+int rt_threads(const KRt *rt);
+// Resize the pool (n <= 0: the default as in rt_new). Must not run concurrently with
+// rt_parallel_for on the same KRt; ignored when called from inside a parallel region.
+void rt_set_threads(KRt *rt, int n);
+
+typedef void (*RtRangeFn)(void *ctx, int64_t lo, int64_t hi);
+// Run fn(ctx, lo, hi) over [0, n) in contiguous chunks with a static partition:
+// nchunks = min(threads, n / grain), chunk t = [t*b + min(t, r), ...) with
+// b = n / nchunks, r = n % nchunks (the first r chunks get one more item), so every chunk
+// has at least grain items. Chunk 0 runs on the calling thread, chunk t on worker t.
+// Runs inline (one call fn(ctx, 0, n)) when there would be one chunk (n < 2 * grain), when
+// the pool has one thread or rt is NULL, or when called from inside a parallel region (a
+// nested call). grain < 1 counts as 1. Returns when every chunk is done; the writes of fn
+// are then visible to the caller. Workers spin about 100 us after a job before sleeping, so
+// back-to-back calls cost well under a microsecond of dispatch on an idle machine.
+void rt_parallel_for(KRt *rt, RtRangeFn fn, void *ctx, int64_t n, int64_t grain);
+
+// Scratch memory for one graph run, 64-byte aligned. It grows and never shrinks until
+// rt_free_ctx; contents are not kept across a call that grows it, and a pointer from an
+// earlier call is invalid after a call that asks for more. NULL when out of memory.
+void *rt_workspace(KRt *rt, size_t bytes);
+
+//
+// tensor.c: host tensors
+//
+
+#define RT_MAXDIM 8
+// Dense, C order (row-major), no strides. owns: rt_tensor_free frees data.
+typedef struct {
+    RtDType dtype;
+    int ndim;
+    int64_t shape[RT_MAXDIM];
+    void *data;
+    int owns;
+} RtTensor;
+
+// Zeroed, owns its data (64-byte aligned). On a bad dtype/ndim/shape or out of memory
+// the result has data == NULL.
+RtTensor rt_tensor_new(RtDType t, int ndim, const int64_t *shape);
+void rt_tensor_free(RtTensor *t);   // frees data if owned; leaves data NULL
+int64_t rt_tensor_numel(const RtTensor *t);   // 1 for a 0-d tensor
+size_t rt_tensor_nbytes(const RtTensor *t);
+
+// Print as nested lists, no trailing newline: [[1, 2], [3, 4]]. A 0-d tensor prints as a
+// bare number; floats use %g (nan, inf, -inf); integers print as integers; bool as
+// true/false. An empty tensor prints its nesting: shape (0) is [], shape (2, 0) is [[], []].
+// More than 1000 elements: axes longer than 6 show their first and last 3 entries with
+// "..." between, as NumPy does: [0, 1, 2, ..., 9997, 9998, 9999].
+void rt_tensor_print(FILE *f, const RtTensor *t);
+char *rt_tensor_to_string(const RtTensor *t);   // the same text, malloc'd; NULL if out of memory
+
+//
+// philox.c: counter-based random numbers
+//
+
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011),
+// with the Random123 constants. Per round, with (M0, M1) = (0xD2511F53, 0xCD9E8D57):
+//     (hi0, lo0) = M0 * c0;  (hi1, lo1) = M1 * c2      (32x32 -> 64-bit products)
+//     c = {hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0}
+// then k0 += 0x9E3779B9, k1 += 0xBB67AE85 between rounds; 10 rounds.
+void rt_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+// Element `index` of stream `seed`. The code generator emits this same arithmetic inline
+// in C and CUDA, so it is specified exactly. All 32-bit operations are unsigned.
+//   key = {(uint32)seed, (uint32)(seed >> 32)}
+//   uniform:  ctr = {(uint32)index, (uint32)(index >> 32), 0, 0}, o = philox(ctr, key)
+//     f32: (float)(o[0] >> 8) * 0x1p-24f                                  in [0, 1)
+//     f64: (double)((((uint64)o[0] << 32) | o[1]) >> 11) * 0x1p-53       in [0, 1)
+//     (both are exact, so any IEEE machine gives the same bits.)
+//   normal:   ctr = {(uint32)index, (uint32)(index >> 32), 1, 0}, o = philox(ctr, key)
+//     f32, Box-Muller on o[0], o[1] with only IEEE f32 +, -, *, sqrtf and integer ops:
+//       u1 = (float)((o[0] >> 8) + 1) * 0x1p-24f          in (0, 1], never log(0)
+//       z  = sqrtf(-2.0f * poly_logf(u1)) * poly_cos2pi(o[1] >> 8)
+//     where poly_logf and poly_cos2pi are the polynomial evaluations in philox.c, whose
+//     operation order is normative (copy it; do not call a libm or CUDA log/cos).
+//     Compile without FMA contraction (C: -ffp-contract=off; CUDA: --fmad=false or the
+//     __fadd_rn/__fmul_rn intrinsics), without fast-math, with f32 evaluated in f32
+//     (FLT_EVAL_METHOD 0: SSE, NEON, CUDA; not x87). Flush-to-zero does not matter.
+//     Pinned: normal_f32(0, 0) has bits 0x3f88a6ca, normal_f32(42, 1000) 0xbf7a0ea9.
+//     Accuracy: log and cos within 2 ulp, z within 1e-6 of exact Box-Muller on u1, u2.
+//     f64, Box-Muller with libm on all four words (close across machines, not bit-exact):
+//       u1 = (double)(((((uint64)o[0] << 32) | o[1]) >> 11) + 1) * 0x1p-53     in (0, 1]
+//       u2 = (double)(((((uint64)o[2] << 32) | o[3]) >> 11)) * 0x1p-53
+//       z  = sqrt(-2.0 * log(u1)) * cos(2*pi * u2)
+float rt_rand_uniform_f32(uint64_t seed, uint64_t index);
+double rt_rand_uniform_f64(uint64_t seed, uint64_t index);
+float rt_rand_normal_f32(uint64_t seed, uint64_t index);
+double rt_rand_normal_f64(uint64_t seed, uint64_t index);
+
+//
+// ffi.c: calling a graph whose signature is known only at run time
+//
+
+// Calls void fn(void *args[0], ..., void *args[nargs-1]) through libffi.
+// Returns 0, or -1 when the call could not be prepared (ffi_prep_cif, nargs < 0, memory).
+int rt_ffi_call_ptrs(void *fn, int nargs, void **args);
+
+//
+// npy.c: NumPy .npy files
+//
+
+// Format versions 1.0, 2.0 and 3.0 on read, C order; dtypes <f4 <f8 <i4 <i8 |b1
+// (big-endian '>' variants are byte-swapped on read). Other dtypes, fortran_order arrays
+// (unless at most one axis is longer than 1) and more than RT_MAXDIM axes are rejected.
+// Both return 0, or -1 with a message in err (which may be NULL): "path: what went wrong".
+// Save writes version 1.0 in NumPy's layout (data 64-byte aligned), atomically: a temporary
+// file beside path, fsync, rename.
+int rt_npy_save(const char *path, const RtTensor *t, char *err, size_t errlen);
+// On success *out owns new data (free it with rt_tensor_free); on failure out->data is NULL.
+int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,129 @@
+// tensor.c: host tensors and printing them as nested lists.
+#include "rt.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SUMMARY_THRESHOLD 1000   // NumPy's print threshold and edge items
+#define EDGE_ITEMS 3
+
+RtTensor rt_tensor_new(RtDType dt, int ndim, const int64_t *shape) {
+    RtTensor t = {.dtype = dt, .ndim = ndim};
+    if (rt_dtype_size(dt) == 0 || ndim < 0 || ndim > RT_MAXDIM || (ndim > 0 && !shape)) {
+        t.ndim = 0;
+        return t;
+    }
+    // Refuse negative dims and a byte count that overflows.
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return t;
+        t.shape[i] = shape[i];
+        if (shape[i] && n > (uint64_t)INT64_MAX / (uint64_t)shape[i])
+            return t;
+        n *= (uint64_t)shape[i];
+    }
+    if (n > SIZE_MAX / rt_dtype_size(dt) || n > (uint64_t)INT64_MAX / 8)
+        return t;
+    t.data = rt_calloc((size_t)n * rt_dtype_size(dt));
+    t.owns = t.data != NULL;
+    return t;
+}
+
+void rt_tensor_free(RtTensor *t) {
+    if (!t)
+        return;
+    if (t->owns)
+        rt_free(t->data);
+    t->data = NULL;
+    t->owns = 0;
+}
+
+int64_t rt_tensor_numel(const RtTensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+size_t rt_tensor_nbytes(const RtTensor *t) {
+    return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype);
+}
+
+static void print_float(FILE *f, double v) {
+    // glibc prints "-nan"; one spelling for every nan.
+    if (isnan(v))
+        fputs("nan", f);
+    else if (isinf(v))
+        fputs(v > 0 ? "inf" : "-inf", f);
+    else
+        fprintf(f, "%g", v);
+}
+
+static void print_elem(FILE *f, const RtTensor *t, int64_t i) {
+    switch (t->dtype) {
+    case RT_BOOL: fputs(((const uint8_t *)t->data)[i] ? "true" : "false", f); break;
+    case RT_I32: fprintf(f, "%" PRId32, ((const int32_t *)t->data)[i]); break;
+    case RT_I64: fprintf(f, "%" PRId64, ((const int64_t *)t->data)[i]); break;
+    case RT_F32: print_float(f, ((const float *)t->data)[i]); break;
+    case RT_F64: print_float(f, ((const double *)t->data)[i]); break;
+    default: fputc('?', f); break;
+    }
+}
+
+// Print axis `dim` of the block starting at element `off`; stride[d] is elements per step.
+static void print_axis(FILE *f, const RtTensor *t, const int64_t *stride, int dim, int64_t off,
+                       int summarize) {
+    if (dim == t->ndim) {
+        print_elem(f, t, off);
+        return;
+    }
+    int64_t n = t->shape[dim];
+    fputc('[', f);
+    for (int64_t i = 0; i < n; i++) {
+        if (i > 0)
+            fputs(", ", f);
+        if (summarize && n > 2 * EDGE_ITEMS && i == EDGE_ITEMS) {
+            fputs("...", f);
+            i = n - EDGE_ITEMS - 1;   // the loop's i++ lands on the first tail item
+            continue;
+        }
+        print_axis(f, t, stride, dim + 1, off + i * stride[dim], summarize);
+    }
+    fputc(']', f);
+}
+
+void rt_tensor_print(FILE *f, const RtTensor *t) {
+    if (t->ndim < 0 || t->ndim > RT_MAXDIM) {
+        fputs("<bad tensor>", f);
+        return;
+    }
+    int64_t n = rt_tensor_numel(t);
+    if (!t->data && n > 0) {
+        fputs("<no data>", f);
+        return;
+    }
+    int64_t stride[RT_MAXDIM];
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= t->shape[d];
+    }
+    print_axis(f, t, stride, 0, 0, n > SUMMARY_THRESHOLD);
+}
+
+char *rt_tensor_to_string(const RtTensor *t) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    rt_tensor_print(f, t);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

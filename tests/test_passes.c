@@ -1,0 +1,1092 @@
+// test_passes.c: the optimizing passes fold, simplify, stability and dce.
+//
+//   test_passes GOLDEN_DIR          (KILN_UPDATE_GOLDEN=1: rewrite the golden files)
+//
+// Per case: the IR before and after the passes must match GOLDEN_DIR/<case>.ir,
+// every graph a pass returns must type-check node by node with its outputs'
+// shapes and dtypes unchanged, and a double-precision reference interpreter
+// must give the same values before and after (on two sets of inputs). Then
+// constant folding is checked bit for bit against C evaluated here the way the
+// emitter's code evaluates it. One line per check, then "N passed, N failed";
+// exits nonzero on any failure.
+#include "ir/ir.h"
+#include "passes/passes.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int npass, nfail;
+
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  ok ? npass++ : nfail++;
+}
+
+// ---- building test graphs ------------------------------------------------------------
+// "B,3" -> [B, 3] (names are symbols); "" -> a scalar.
+static int shape_of(IrCtx *c, const char *s, Dim *out) {
+  int nd = 0;
+  while (*s) {
+    if (isdigit((unsigned char)*s)) {
+      out[nd++] = dim_c(strtoll(s, (char **)&s, 10));
+    } else {
+      char name[32];
+      int k = 0;
+      while (*s && *s != ',' && k < 31) name[k++] = *s++;
+      name[k] = 0;
+      out[nd++] = (Dim){1, ir_sym(c, name)};
+    }
+    if (*s == ',') s++;
+  }
+  return nd;
+}
+
+static Node *input(IrCtx *c, const char *name, DType t, const char *shape) {
+  Dim d[IR_MAXDIM];
+  int nd = shape_of(c, shape, d);
+  return ir_input(c, name, ROLE_INPUT, t, nd, d);
+}
+
+static Node *cst(IrCtx *c, DType t, const char *shape, const double *v) {
+  Dim d[IR_MAXDIM];
+  int nd = shape_of(c, shape, d);
+  int64_t m = 1;
+  for (int i = 0; i < nd; i++) m *= d[i].k;
+  unsigned char *buf = calloc((size_t)m + 1, 8);
+  for (int64_t i = 0; i < m; i++) {
+    switch (t) {
+    case DT_BOOL: buf[i] = v[i] != 0; break;
+    case DT_I32: ((int32_t *)buf)[i] = (int32_t)v[i]; break;
+    case DT_I64: ((int64_t *)buf)[i] = (int64_t)v[i]; break;
+    case DT_F32: ((float *)buf)[i] = (float)v[i]; break;
+    default: ((double *)buf)[i] = v[i]; break;
+    }
+  }
+  Node *n = ir_const(c, t, nd, d, buf);
+  free(buf);
+  return n;
+}
+
+static Node *f(IrCtx *c, double v) { return ir_scalar(c, DT_F32, v); }
+static Node *un(IrCtx *c, Op op, Node *a) { return ir_unary(c, op, a); }
+static Node *bin(IrCtx *c, Op op, Node *a, Node *b) { return ir_binary(c, op, a, b); }
+
+// A node the builders would not make (they simplify on the way): interned raw.
+static Node *raw(IrCtx *c, Op op, DType t, int nd, const Dim *shape, Node *src) {
+  Node n;
+  memset(&n, 0, sizeof n);
+  n.op = op; n.dtype = t; n.ndim = nd; n.nsrc = 1; n.src = &src;
+  memcpy(n.shape, shape, sizeof(Dim) * nd);
+  return ir_intern(c, &n);
+}
+
+// A graph of the given outputs; its inputs are the INPUT nodes they reach, in creation order.
+static IrGraph *graph(IrCtx *c, Node **outs, int nout) {
+  int count, nin = 0;
+  Node **order = ir_topo(c, outs, nout, &count), *ins[64];
+  for (int i = 0; i < count; i++) if (order[i]->op == OP_INPUT && nin < 64) ins[nin++] = order[i];
+  for (int i = 1; i < nin; i++)
+    for (int j = i; j > 0 && ins[j]->a.u < ins[j - 1]->a.u; j--) { Node *t = ins[j]; ins[j] = ins[j - 1]; ins[j - 1] = t; }
+  free(order);
+  return ir_graph_new(c, outs, nout, ins, nin);
+}
+static IrGraph *g1(IrCtx *c, Node *out) { return graph(c, &out, 1); }
+
+// ---- the type checker: each node's shape and dtype follow from its operands ------------
+static int64_t dimval(Dim d, int64_t symval) { return d.k * (d.sym ? symval : 1); }
+
+static int64_t numel_at(int nd, const Dim *s, int64_t symval) {
+  int64_t m = 1;
+  for (int i = 0; i < nd; i++) m *= dimval(s[i], symval);
+  return m;
+}
+
+static int same_dims(int nd, const Dim *a, const Dim *b) {
+  for (int i = 0; i < nd; i++) if (!dim_eq(a[i], b[i])) return 0;
+  return 1;
+}
+
+static const char *type_error(const Node *n) {
+  const OpInfo *oi = &ir_ops[n->op];
+  const Node *s = n->nsrc ? n->src[0] : NULL;
+  if (oi->nsrc >= 0 && n->nsrc != oi->nsrc) return "wrong operand count";
+  switch (oi->kind) {
+  case K_LEAF:
+    if (n->op == OP_CONST && n->a.nbytes != (size_t)numel_at(n->ndim, n->shape, 1) * ir_dtype_size(n->dtype))
+      return "constant payload size";
+    return NULL;
+  case K_EW:
+    for (int i = 0; i < n->nsrc; i++)
+      if (n->src[i]->ndim != n->ndim || !same_dims(n->ndim, n->src[i]->shape, n->shape)) return "operand shape differs";
+    if (n->op == OP_CAST) return NULL;
+    if (n->op == OP_WHERE)
+      return s->dtype != DT_BOOL || n->src[1]->dtype != n->dtype || n->src[2]->dtype != n->dtype ? "where dtypes" : NULL;
+    for (int i = 1; i < n->nsrc; i++) if (n->src[i]->dtype != s->dtype) return "operand dtypes differ";
+    if ((oi->flags & F_LOGIC) && s->dtype != DT_BOOL) return "logic op on non-bool";
+    if (oi->flags & F_BOOL) return n->dtype == DT_BOOL ? NULL : "comparison not bool";
+    if ((oi->flags & F_FLOAT) && !ir_is_float(n->dtype)) return "float op with integer dtype";
+    return s->dtype == n->dtype ? NULL : "result dtype differs from operands";
+  case K_REDUCE: {
+    uint32_t axes = (uint32_t)n->a.i[0];
+    int nd = 0;
+    Dim want[IR_MAXDIM];
+    if (axes >> s->ndim) return "reduction axis out of range";
+    for (int d = 0; d < s->ndim; d++) {
+      if (!(axes & (1u << d))) want[nd++] = s->shape[d];
+      else if (n->a.i[1]) want[nd++] = dim_c(1);
+    }
+    if (nd != n->ndim || !same_dims(nd, want, n->shape)) return "reduction shape";
+    DType t = n->op == OP_ARGMAX || n->op == OP_ARGMIN ? DT_I64 : s->dtype;
+    return n->dtype == t ? NULL : "reduction dtype";
+  }
+  case K_MOVE:
+    for (int i = 0; i < n->nsrc; i++) {
+      if (n->src[i]->dtype != n->dtype) return "movement changes dtype";
+      if (n->op != OP_RESHAPE && n->src[i]->ndim != n->ndim) return "movement changes rank";
+    }
+    switch (n->op) {
+    case OP_RESHAPE:
+      for (int64_t v = 2; v <= 3; v++)
+        if (numel_at(n->ndim, n->shape, v) != numel_at(s->ndim, s->shape, v)) return "reshape changes the element count";
+      return NULL;
+    case OP_TRANSPOSE: {
+      int seen = 0;
+      for (int i = 0; i < n->ndim; i++) {
+        int p = (int)n->a.i[i];
+        if (p < 0 || p >= n->ndim || (seen & (1 << p)) || !dim_eq(n->shape[i], s->shape[p])) return "transpose perm";
+        seen |= 1 << p;
+      }
+      return NULL;
+    }
+    case OP_BROADCAST:
+      for (int i = 0; i < n->ndim; i++)
+        if (!dim_eq(n->shape[i], s->shape[i]) && !dim_is(s->shape[i], 1)) return "broadcast of a non-1 dim";
+      return NULL;
+    case OP_CONCAT: {
+      int ax = (int)n->a.i[0];
+      int64_t k = 0;
+      for (int i = 0; i < n->nsrc; i++) {
+        for (int d = 0; d < n->ndim; d++)
+          if (d != ax && !dim_eq(n->src[i]->shape[d], n->shape[d])) return "concat shapes";
+        k += n->src[i]->shape[ax].k;
+      }
+      return k == n->shape[ax].k ? NULL : "concat length";
+    }
+    default: return NULL;   // SLICE, PAD: the rank check above
+    }
+  case K_MATMUL: {
+    const Node *b = n->src[1];
+    int nd = n->ndim;
+    if (nd < 2 || s->ndim != nd || b->ndim != nd || s->dtype != n->dtype || b->dtype != n->dtype) return "matmul operands";
+    if (!dim_eq(s->shape[nd - 1], b->shape[nd - 2]) || !dim_eq(n->shape[nd - 2], s->shape[nd - 2]) ||
+        !dim_eq(n->shape[nd - 1], b->shape[nd - 1]))
+      return "matmul shapes";
+    return NULL;
+  }
+  case K_ROW: {
+    int ax = (int)n->a.i[0];
+    if (!ir_is_float(n->dtype) || s->dtype != n->dtype || ax < 0 || ax >= s->ndim) return "row op dtype or axis";
+    if (n->op == OP_SCE) {
+      const Node *l = n->src[1];
+      if (ax != s->ndim - 1 || l->ndim != s->ndim - 1 || n->ndim != l->ndim || !same_dims(l->ndim, l->shape, s->shape) ||
+          !same_dims(n->ndim, n->shape, l->shape) || ir_is_float(l->dtype))
+        return "softmax_cross_entropy shapes";
+      return NULL;
+    }
+    if (n->op == OP_LOGSUMEXP) {
+      Dim want[IR_MAXDIM];
+      int nd = 0;
+      for (int d = 0; d < s->ndim; d++) if (d != ax) want[nd++] = s->shape[d];
+      return nd == n->ndim && same_dims(nd, want, n->shape) ? NULL : "logsumexp shape";
+    }
+    return n->ndim == s->ndim && same_dims(n->ndim, n->shape, s->shape) ? NULL : "row op shape";
+  }
+  }
+  return NULL;
+}
+
+// Every node type-checks, and the outputs keep the types they had before.
+static int graph_ok(const IrCtx *c, const IrGraph *before, const IrGraph *after, char *why, size_t len) {
+  if (!after) { snprintf(why, len, "pass failed: %s", c->err); return 0; }
+  if (after->nout != before->nout || after->nin != before->nin) { snprintf(why, len, "outputs or inputs changed"); return 0; }
+  for (int i = 0; i < after->nin; i++)
+    if (after->ins[i] != before->ins[i]) { snprintf(why, len, "input %d changed", i); return 0; }
+  for (int i = 0; i < after->nout; i++) {
+    const Node *a = before->outs[i], *b = after->outs[i];
+    if (a->dtype != b->dtype || a->ndim != b->ndim || !same_dims(a->ndim, a->shape, b->shape)) {
+      snprintf(why, len, "output %d changed type", i);
+      return 0;
+    }
+  }
+  int count;
+  Node **order = ir_topo((IrCtx *)c, after->outs, after->nout, &count);
+  for (int i = 0; i < count; i++) {
+    const char *e = type_error(order[i]);
+    if (e) {
+      snprintf(why, len, "node %d (%s): %s", order[i]->id, ir_ops[order[i]->op].name, e);
+      free(order);
+      return 0;
+    }
+  }
+  free(order);
+  return 1;
+}
+
+// ---- the reference interpreter: every value as double ----------------------------------
+enum { SYMVAL = 3 };
+
+typedef struct { IrCtx *c; double **val; int trial; } Interp;
+
+static int64_t nel(const Node *n) { return numel_at(n->ndim, n->shape, SYMVAL); }
+
+static void unrav(const Node *n, int64_t o, int64_t *idx) {
+  for (int d = n->ndim - 1; d >= 0; d--) {
+    int64_t k = dimval(n->shape[d], SYMVAL);
+    idx[d] = k ? o % k : 0;
+    o = k ? o / k : 0;
+  }
+}
+
+static int64_t rav(const Node *n, const int64_t *idx) {
+  int64_t o = 0;
+  for (int d = 0; d < n->ndim; d++) o = o * dimval(n->shape[d], SYMVAL) + idx[d];
+  return o;
+}
+
+// Inputs: floats in [0.2, 1.7) (trial 0) or [-1.7, 1.7) (trial 1); integers in [0, 3); bools 0/1.
+static double input_at(const Node *n, int64_t i, int trial) {
+  uint64_t h = (n->a.u * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)i * 0xbf58476d1ce4e5b9ull) ^ (uint64_t)trial;
+  h ^= h >> 31; h *= 0x94d049bb133111ebull; h ^= h >> 29;
+  double u = (double)(h >> 11) / 9007199254740992.0;
+  if (n->dtype == DT_BOOL) return h & 1;
+  if (!ir_is_float(n->dtype)) return (double)(h % 3);
+  return trial ? -1.7 + 3.4 * u : 0.2 + 1.5 * u;
+}
+
+static double ew_ref(const Node *n, const double *x) {
+  double a = x[0], b = x[1];
+  switch (n->op) {
+  case OP_NEG: return -a;
+  case OP_EXP: return exp(a);
+  case OP_LOG: return log(a);
+  case OP_LOG1P: return log1p(a);
+  case OP_EXPM1: return expm1(a);
+  case OP_SQRT: return sqrt(a);
+  case OP_RSQRT: return 1 / sqrt(a);
+  case OP_ABS: return fabs(a);
+  case OP_SIGN: return (a > 0) - (a < 0);
+  case OP_TANH: return tanh(a);
+  case OP_SIGMOID: return 1 / (1 + exp(-a));
+  case OP_RELU: return a > 0 ? a : 0;
+  case OP_SOFTPLUS: return log1p(exp(a));
+  case OP_SIN: return sin(a);
+  case OP_COS: return cos(a);
+  case OP_FLOOR: return floor(a);
+  case OP_CEIL: return ceil(a);
+  case OP_ROUND: return rint(a);
+  case OP_NOT: return !a;
+  case OP_CAST:
+    if (n->dtype == DT_BOOL) return a != 0;
+    if (!ir_is_float(n->dtype)) return trunc(a);
+    return n->dtype == DT_F32 ? (float)a : a;
+  case OP_ADD: return a + b;
+  case OP_SUB: return a - b;
+  case OP_MUL: return a * b;
+  case OP_DIV: return a / b;
+  case OP_POW: return pow(a, b);
+  case OP_MAXIMUM: return a > b || a != a ? a : b;
+  case OP_MINIMUM: return a < b || a != a ? a : b;
+  case OP_LT: return a < b;
+  case OP_LE: return a <= b;
+  case OP_GT: return a > b;
+  case OP_GE: return a >= b;
+  case OP_EQ: return a == b;
+  case OP_NE: return a != b;
+  case OP_AND: return a && b;
+  case OP_OR: return a || b;
+  case OP_WHERE: return a ? b : x[2];
+  default: return NAN;
+  }
+}
+
+static double *eval(Interp *I, Node *n);
+
+static void reduce_ref(const Node *n, const double *x, double *out) {
+  const Node *s = n->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0];
+  int64_t m = nel(n), idx[IR_MAXDIM], *cnt = calloc((size_t)m + 1, sizeof *cnt);
+  double *best = calloc((size_t)m + 1, sizeof *best);
+  for (int64_t o = 0; o < m; o++)
+    out[o] = n->op == OP_SUM ? 0 : n->op == OP_PROD ? 1 : n->op == OP_RMIN ? INFINITY : n->op == OP_RMAX ? -INFINITY : 0;
+  for (int64_t i = 0; i < nel(s); i++) {
+    unrav(s, i, idx);
+    int64_t o = 0;
+    for (int d = 0; d < s->ndim; d++) if (!(axes & (1u << d))) o = o * dimval(s->shape[d], SYMVAL) + idx[d];
+    double v = x[i];
+    switch (n->op) {
+    case OP_SUM: out[o] += v; break;
+    case OP_PROD: out[o] *= v; break;
+    case OP_RMAX: out[o] = fmax(out[o], v); break;
+    case OP_RMIN: out[o] = fmin(out[o], v); break;
+    default:
+      if (cnt[o] == 0 || (n->op == OP_ARGMAX ? v > best[o] : v < best[o])) { best[o] = v; out[o] = (double)cnt[o]; }
+      cnt[o]++;
+    }
+  }
+  free(cnt); free(best);
+}
+
+static int64_t move_ref(const Node *n, int64_t o, int *which) {
+  int64_t idx[IR_MAXDIM], sidx[IR_MAXDIM];
+  const Node *s = n->src[0];
+  *which = 0;
+  unrav(n, o, idx);
+  switch (n->op) {
+  case OP_RESHAPE: return o;
+  case OP_TRANSPOSE: for (int d = 0; d < n->ndim; d++) sidx[n->a.i[d]] = idx[d]; break;
+  case OP_BROADCAST: for (int d = 0; d < n->ndim; d++) sidx[d] = dimval(s->shape[d], SYMVAL) == 1 ? 0 : idx[d]; break;
+  case OP_SLICE: for (int d = 0; d < n->ndim; d++) sidx[d] = n->a.i[d] + idx[d] * n->a.i[IR_MAXDIM + d]; break;
+  case OP_PAD:
+    for (int d = 0; d < n->ndim; d++) {
+      int64_t q = idx[d] - n->a.i[d], st = n->a.i[IR_MAXDIM + d];
+      if (q % st || q / st < 0 || q / st >= dimval(s->shape[d], SYMVAL)) return -1;
+      sidx[d] = q / st;
+    }
+    break;
+  default: {   // CONCAT
+    int ax = (int)n->a.i[0];
+    for (int k = 0; k < n->nsrc; k++) {
+      int64_t len = dimval(n->src[k]->shape[ax], SYMVAL);
+      if (idx[ax] < len) { *which = k; break; }
+      idx[ax] -= len;
+    }
+    s = n->src[*which];
+    memcpy(sidx, idx, sizeof idx);
+  }
+  }
+  return rav(s, sidx);
+}
+
+// Row ops: rows along `ax` of s; out gets one value per element (softmax,
+// log_softmax) or per row (logsumexp).
+static void row_ref(const Node *n, const Node *s, const double *x, double *out) {
+  int ax = (int)n->a.i[0];
+  int64_t len = dimval(s->shape[ax], SYMVAL), inner = 1, outer = 1;
+  for (int d = ax + 1; d < s->ndim; d++) inner *= dimval(s->shape[d], SYMVAL);
+  for (int d = 0; d < ax; d++) outer *= dimval(s->shape[d], SYMVAL);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t b = 0; b < inner; b++) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < len; j++) mx = fmax(mx, x[(a * len + j) * inner + b]);
+      for (int64_t j = 0; j < len; j++) sum += exp(x[(a * len + j) * inner + b] - mx);
+      double lse = mx + log(sum);
+      if (n->op == OP_LOGSUMEXP || n->op == OP_SCE) { out[a * inner + b] = lse; continue; }
+      for (int64_t j = 0; j < len; j++) {
+        int64_t i = (a * len + j) * inner + b;
+        out[i] = n->op == OP_SOFTMAX ? exp(x[i] - lse) : x[i] - lse;
+      }
+    }
+}
+
+static double *eval(Interp *I, Node *n) {
+  if (I->val[n->id]) return I->val[n->id];
+  int64_t m = nel(n);
+  double *out = calloc((size_t)m + 1, sizeof *out), *src[3] = {0};
+  for (int i = 0; i < n->nsrc && i < 3; i++) src[i] = eval(I, n->src[i]);
+  int64_t idx[IR_MAXDIM];
+  switch (ir_ops[n->op].kind) {
+  case K_LEAF:
+    for (int64_t i = 0; i < m; i++) {
+      if (n->op == OP_CONST) out[i] = ir_const_at(n, i);
+      else if (n->op == OP_INPUT) out[i] = input_at(n, i, I->trial);
+      else if (n->op == OP_IOTA) { unrav(n, i, idx); out[i] = (double)idx[n->a.i[0]]; }
+      else out[i] = NAN;
+    }
+    break;
+  case K_EW:
+    for (int64_t i = 0; i < m; i++) {
+      double x[3] = {0, 0, 0};
+      for (int s = 0; s < n->nsrc; s++) x[s] = src[s][i];
+      out[i] = ew_ref(n, x);
+      if (n->dtype == DT_I32 && out[i] == out[i]) out[i] = (double)(int32_t)(int64_t)out[i];
+    }
+    break;
+  case K_REDUCE: reduce_ref(n, src[0], out); break;
+  case K_MOVE:
+    for (int64_t i = 0; i < m; i++) {
+      int which;
+      int64_t j = move_ref(n, i, &which);
+      out[i] = j < 0 ? 0 : eval(I, n->src[which])[j];
+    }
+    break;
+  case K_MATMUL: {
+    const Node *a = n->src[0];
+    int nd = n->ndim;
+    int64_t M = dimval(n->shape[nd - 2], SYMVAL), N = dimval(n->shape[nd - 1], SYMVAL), K = dimval(a->shape[nd - 1], SYMVAL);
+    for (int64_t bt = 0; bt < m / (M * N ? M * N : 1); bt++)
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; k++) acc += src[0][(bt * M + i) * K + k] * src[1][(bt * K + k) * N + j];
+          out[(bt * M + i) * N + j] = acc;
+        }
+    break;
+  }
+  case K_ROW:
+    if (n->op == OP_SCE) {
+      const Node *z = n->src[0];
+      int64_t C = dimval(z->shape[z->ndim - 1], SYMVAL);
+      row_ref(n, z, src[0], out);
+      for (int64_t r = 0; r < m; r++) {
+        int64_t l = (int64_t)src[1][r];
+        out[r] = l >= 0 && l < C ? out[r] - src[0][r * C + l] : NAN;
+      }
+    } else {
+      row_ref(n, n->src[0], src[0], out);
+    }
+    break;
+  }
+  I->val[n->id] = out;
+  return out;
+}
+
+static int close_to(double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (isinf(a) || isinf(b)) return a == b;
+  return fabs(a - b) <= 1e-4 * fmax(1, fmax(fabs(a), fabs(b)));
+}
+
+// The outputs of two graphs agree on the same inputs; *why says where not.
+static int same_values(IrCtx *c, const IrGraph *a, const IrGraph *b, int trial, char *why, size_t len) {
+  Interp I = {c, calloc((size_t)c->nnodes + 1, sizeof(double *)), trial};
+  int ok = 1;
+  for (int o = 0; o < a->nout && ok; o++) {
+    double *x = eval(&I, a->outs[o]), *y = eval(&I, b->outs[o]);
+    for (int64_t i = 0; i < nel(a->outs[o]) && ok; i++)
+      if (!close_to(x[i], y[i])) {
+        snprintf(why, len, "output %d element %lld: %.9g before, %.9g after", o, (long long)i, x[i], y[i]);
+        ok = 0;
+      }
+  }
+  for (int i = 0; i < c->nnodes; i++) free(I.val[i]);
+  free(I.val);
+  return ok;
+}
+
+// ---- golden cases ---------------------------------------------------------------------
+typedef IrGraph *(*Build)(IrCtx *c);
+typedef struct { const char *name, *passes; Build build; } Case;
+
+// fold
+static IrGraph *fold_elementwise(IrCtx *c) {
+  double v[4] = {1, 2, 3, 4};
+  return g1(c, bin(c, OP_ADD, bin(c, OP_MUL, cst(c, DT_F32, "4", v), f(c, 2)), f(c, 0.5)));
+}
+static IrGraph *fold_too_big(IrCtx *c) {
+  double v[65];
+  for (int i = 0; i < 65; i++) v[i] = i;
+  return g1(c, un(c, OP_EXP, cst(c, DT_F32, "65", v)));
+}
+static IrGraph *fold_scalar_chain(IrCtx *c) {   // 2*3 in x*(2*3) folds; x*1 keeps its broadcast 1
+  Node *x = input(c, "x", DT_F32, "B,3");
+  return g1(c, bin(c, OP_MUL, bin(c, OP_MUL, x, bin(c, OP_MUL, f(c, 2), f(c, 3))), f(c, 1)));
+}
+static IrGraph *fold_big_scalar(IrCtx *c) {   // a scalar constant of 1000 elements stays a broadcast
+  Dim s[1] = {dim_c(1000)};
+  return g1(c, un(c, OP_EXP, ir_broadcast(c, f(c, 0), 1, s)));
+}
+static IrGraph *fold_reduce(IrCtx *c) {
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  Node *k = cst(c, DT_F32, "2,3", v);
+  Node *outs[3] = {ir_reduce(c, OP_SUM, k, 2, 0), ir_reduce(c, OP_RMAX, k, 1, 1), ir_reduce(c, OP_ARGMAX, k, 2, 0)};
+  return graph(c, outs, 3);
+}
+static IrGraph *fold_movement(IrCtx *c) {
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  Dim s[2] = {dim_c(2), dim_c(3)};
+  int64_t st[2] = {0, 2}, cn[2] = {-1, 1}, sp[2] = {1, 1};
+  Node *r = ir_transpose(c, ir_reshape(c, cst(c, DT_I32, "6", v), 2, s), NULL);
+  return g1(c, ir_slice(c, r, st, cn, sp));
+}
+static IrGraph *fold_uniform(IrCtx *c) {   // all-equal results become a broadcast scalar
+  double v[4] = {1, 2, 3, 4};
+  Node *x = input(c, "x", DT_F32, "4");
+  return g1(c, bin(c, OP_ADD, x, bin(c, OP_MUL, cst(c, DT_F32, "4", v), f(c, 0))));
+}
+static IrGraph *fold_cast_undefined(IrCtx *c) {   // (int)NaN is undefined in C: not folded
+  double v[2] = {NAN, 1.5};
+  return g1(c, ir_cast(c, cst(c, DT_F32, "2", v), DT_I32));
+}
+static IrGraph *fold_runtime_leaves(IrCtx *c) {   // iota and dim are runtime values
+  Dim s[1] = {dim_c(4)};
+  Node *i = ir_iota(c, DT_I64, 1, s, 0);
+  return g1(c, bin(c, OP_ADD, bin(c, OP_MUL, i, ir_scalar(c, DT_I64, 2)), ir_dimv(c, ir_sym(c, "B"))));
+}
+
+// simplify
+static IrGraph *simp_add_zero(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,3");
+  return g1(c, bin(c, OP_ADD, f(c, 0), bin(c, OP_ADD, x, f(c, 0))));
+}
+static IrGraph *simp_sub(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "3"), *y = input(c, "y", DT_F32, "3");
+  Node *outs[4] = {bin(c, OP_SUB, x, f(c, 0)), bin(c, OP_SUB, f(c, 0), x), bin(c, OP_SUB, y, y),
+                   bin(c, OP_SUB, x, un(c, OP_NEG, y))};
+  return graph(c, outs, 4);
+}
+static IrGraph *simp_mul(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "2,3"), *i = input(c, "i", DT_I32, "3");
+  Node *outs[4] = {bin(c, OP_MUL, f(c, 1), x), bin(c, OP_MUL, x, f(c, 0)), bin(c, OP_MUL, i, ir_scalar(c, DT_I32, 0)),
+                   bin(c, OP_MUL, x, f(c, -1))};
+  return graph(c, outs, 4);
+}
+static IrGraph *simp_div(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "3");
+  Node *outs[4] = {bin(c, OP_DIV, x, f(c, 1)), bin(c, OP_DIV, x, f(c, 4)), bin(c, OP_DIV, x, f(c, 3)),
+                   bin(c, OP_DIV, x, f(c, 0.125))};
+  return graph(c, outs, 4);
+}
+static IrGraph *simp_pow(IrCtx *c) {
+  Node *x = input(c, "x", DT_F64, "3");
+  Node *outs[5] = {bin(c, OP_POW, x, f(c, 1)), bin(c, OP_POW, x, f(c, 2)), bin(c, OP_POW, x, f(c, 0.5)),
+                   bin(c, OP_POW, x, f(c, 0)), bin(c, OP_POW, x, f(c, 3))};
+  return graph(c, outs, 5);
+}
+static IrGraph *simp_neg_log_where(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "3"), *y = input(c, "y", DT_F32, "3"), *b = input(c, "b", DT_BOOL, "3");
+  Node *outs[5] = {un(c, OP_NEG, un(c, OP_NEG, x)), un(c, OP_LOG, un(c, OP_EXP, x)), un(c, OP_EXP, un(c, OP_LOG, x)),
+                   ir_where(c, b, x, x), ir_where(c, ir_scalar(c, DT_BOOL, 0), x, y)};
+  return graph(c, outs, 5);
+}
+static IrGraph *simp_add_neg(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "3"), *y = input(c, "y", DT_F32, "3");
+  Node *outs[2] = {bin(c, OP_ADD, x, un(c, OP_NEG, y)), bin(c, OP_ADD, un(c, OP_NEG, y), x)};
+  return graph(c, outs, 2);
+}
+static IrGraph *simp_movement(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "2,3,4");
+  int p1[3] = {1, 2, 0}, p2[3] = {2, 0, 1}, p3[3] = {0, 2, 1};
+  Dim s6[2] = {dim_c(6), dim_c(4)}, s24[1] = {dim_c(24)}, b[3] = {dim_c(5), dim_c(2), dim_c(3)};
+  Node *y = input(c, "y", DT_F32, "1,3");
+  Dim b1[2] = {dim_c(1), dim_c(3)}, b2[2] = {dim_c(4), dim_c(3)};
+  (void)b;
+  Node *outs[6] = {
+      ir_transpose(c, ir_transpose(c, x, p1), p2),                       // identity
+      ir_transpose(c, ir_transpose(c, x, p1), p3),                       // composed
+      raw(c, OP_RESHAPE, DT_F32, 1, s24, ir_reshape(c, x, 2, s6)),       // reshape of reshape
+      raw(c, OP_RESHAPE, DT_F32, 3, x->shape, x),                         // to the same shape
+      raw(c, OP_BROADCAST, DT_F32, 2, b2, raw(c, OP_BROADCAST, DT_F32, 2, b1, y)),
+      raw(c, OP_CAST, DT_F32, 3, x->shape, x),                            // cast to the same dtype
+  };
+  return graph(c, outs, 6);
+}
+static IrGraph *simp_sum_broadcast(IrCtx *c) {
+  Node *y = input(c, "y", DT_F32, "3");
+  Dim s43[2] = {dim_c(4), dim_c(3)}, s5[2] = {dim_c(5), dim_c(7)};
+  Node *outs[3] = {
+      ir_reduce(c, OP_SUM, ir_broadcast(c, y, 2, s43), 1, 0),             // y*4
+      ir_reduce(c, OP_SUM, ir_broadcast(c, y, 2, s43), 1, 1),             // y*4, keepdims
+      ir_reduce(c, OP_SUM, ir_broadcast(c, f(c, 0.5), 2, s5), 3, 0),      // 0.5*35
+  };
+  return graph(c, outs, 3);
+}
+static IrGraph *simp_nothing(IrCtx *c) {   // no rule applies: the graph comes back as it was
+  Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_F32, "3");
+  return g1(c, bin(c, OP_SUB, un(c, OP_EXP, bin(c, OP_MUL, x, y)), bin(c, OP_DIV, x, f(c, 3))));
+}
+
+// stability
+static IrGraph *stab_log_softmax(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,5");
+  return g1(c, un(c, OP_LOG, ir_row(c, OP_SOFTMAX, x, -1)));
+}
+static IrGraph *stab_log1p_expm1(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "4");
+  Node *outs[5] = {un(c, OP_LOG, bin(c, OP_ADD, f(c, 1), x)), un(c, OP_LOG, bin(c, OP_ADD, x, f(c, 1))),
+                   un(c, OP_LOG, bin(c, OP_SUB, f(c, 1), x)), bin(c, OP_SUB, un(c, OP_EXP, x), f(c, 1)),
+                   bin(c, OP_ADD, f(c, -1), un(c, OP_EXP, x))};
+  return graph(c, outs, 5);
+}
+static IrGraph *stab_logsumexp(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,4,5");
+  Node *e = un(c, OP_EXP, x);
+  Node *outs[4] = {un(c, OP_LOG, ir_reduce(c, OP_SUM, e, 4, 0)), un(c, OP_LOG, ir_reduce(c, OP_SUM, e, 2, 1)),
+                   un(c, OP_LOG, ir_reduce(c, OP_SUM, e, 6, 0)), un(c, OP_LOG, ir_reduce(c, OP_SUM, e, 5, 0))};
+  return graph(c, outs, 4);   // the last (axes 0 and 2, not contiguous) stays
+}
+static IrGraph *stab_sigmoid(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "4");
+  Node *hand = bin(c, OP_DIV, f(c, 1), bin(c, OP_ADD, f(c, 1), un(c, OP_EXP, un(c, OP_NEG, x))));
+  Node *outs[3] = {hand, un(c, OP_LOG, un(c, OP_SIGMOID, x)), un(c, OP_LOG, bin(c, OP_ADD, f(c, 1), un(c, OP_EXP, x)))};
+  return graph(c, outs, 3);
+}
+static IrGraph *stab_softmax_by_hand(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,5");
+  Node *e = un(c, OP_EXP, x);
+  Node *m = ir_reduce(c, OP_RMAX, x, 2, 1);
+  Node *lse = ir_row(c, OP_LOGSUMEXP, x, 1);
+  Dim kd[2] = {x->shape[0], dim_c(1)};
+  Node *outs[3] = {bin(c, OP_DIV, e, ir_reduce(c, OP_SUM, e, 2, 1)),                      // softmax
+                   bin(c, OP_SUB, x, ir_reshape(c, lse, 2, kd)),                          // log_softmax
+                   ir_row(c, OP_LOG_SOFTMAX, bin(c, OP_SUB, x, m), 1)};                   // shift dropped
+  return graph(c, outs, 3);
+}
+static IrGraph *stab_cross_entropy(IrCtx *c) {   // mean(-sum(onehot(y) * log(softmax(z)), -1))
+  Node *z = input(c, "z", DT_F32, "B,4"), *y = input(c, "y", DT_I32, "B");
+  Dim s4[1] = {dim_c(4)}, col[2] = {y->shape[0], dim_c(1)};
+  Node *onehot = ir_cast(c, bin(c, OP_EQ, ir_iota(c, DT_I64, 1, s4, 0), ir_reshape(c, y, 2, col)), DT_F32);
+  Node *ll = ir_reduce(c, OP_SUM, bin(c, OP_MUL, onehot, un(c, OP_LOG, ir_row(c, OP_SOFTMAX, z, 1))), 2, 0);
+  Node *loss = bin(c, OP_DIV, ir_reduce(c, OP_SUM, un(c, OP_NEG, ll), 1, 0), f(c, 3));
+  Node *outs[2] = {loss, ir_sce(c, z, y)};
+  return graph(c, outs, 2);
+}
+
+// dce and the whole pipeline
+static IrGraph *dce_unused_input(IrCtx *c) {   // y stays declared though nothing uses it
+  Node *x = input(c, "x", DT_F32, "3"), *y = input(c, "y", DT_F32, "3");
+  Node *out = bin(c, OP_ADD, bin(c, OP_MUL, x, f(c, 1)), bin(c, OP_MUL, y, f(c, 0)));
+  Node *ins[2] = {x, y};
+  return ir_graph_new(c, &out, 1, ins, 2);
+}
+static IrGraph *pipeline_mlp(IrCtx *c) {   // a softmax regression loss with constant folding to do
+  Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_I64, "B");
+  double wv[6] = {0.5, -1, 2, 0.25, 1, -0.5}, bv[2] = {0.1, -0.2};
+  Node *w = bin(c, OP_MUL, cst(c, DT_F32, "3,2", wv), bin(c, OP_DIV, f(c, 1), f(c, 2)));
+  Node *z = bin(c, OP_ADD, ir_matmul(c, bin(c, OP_ADD, x, f(c, 0)), w), cst(c, DT_F32, "2", bv));
+  Dim s2[1] = {dim_c(2)}, col[2] = {y->shape[0], dim_c(1)};
+  Node *onehot = ir_cast(c, bin(c, OP_EQ, ir_iota(c, DT_I64, 1, s2, 0), ir_reshape(c, y, 2, col)), DT_F32);
+  Node *p = bin(c, OP_DIV, un(c, OP_EXP, z), ir_reduce(c, OP_SUM, un(c, OP_EXP, z), 2, 1));
+  Node *ll = ir_reduce(c, OP_SUM, bin(c, OP_MUL, onehot, un(c, OP_LOG, p)), 2, 0);
+  return g1(c, un(c, OP_NEG, ir_reduce(c, OP_SUM, ll, 1, 0)));
+}
+
+static const Case cases[] = {
+    {"fold_elementwise", "fold", fold_elementwise},
+    {"fold_too_big", "fold", fold_too_big},
+    {"fold_scalar_chain", "fold", fold_scalar_chain},
+    {"fold_big_scalar", "fold", fold_big_scalar},
+    {"fold_reduce", "fold", fold_reduce},
+    {"fold_movement", "fold", fold_movement},
+    {"fold_uniform", "fold", fold_uniform},
+    {"fold_cast_undefined", "fold", fold_cast_undefined},
+    {"fold_runtime_leaves", "fold", fold_runtime_leaves},
+    {"simplify_add_zero", "simplify", simp_add_zero},
+    {"simplify_sub", "simplify", simp_sub},
+    {"simplify_mul", "simplify", simp_mul},
+    {"simplify_div", "simplify", simp_div},
+    {"simplify_pow", "simplify", simp_pow},
+    {"simplify_neg_log_where", "simplify", simp_neg_log_where},
+    {"simplify_add_neg", "simplify", simp_add_neg},
+    {"simplify_movement", "simplify", simp_movement},
+    {"simplify_sum_broadcast", "simplify", simp_sum_broadcast},
+    {"simplify_nothing", "simplify", simp_nothing},
+    {"stability_log_softmax", "stability", stab_log_softmax},
+    {"stability_log1p_expm1", "stability", stab_log1p_expm1},
+    {"stability_logsumexp", "stability", stab_logsumexp},
+    {"stability_sigmoid", "stability", stab_sigmoid},
+    {"stability_softmax_by_hand", "stability", stab_softmax_by_hand},
+    {"stability_cross_entropy", "simplify,stability", stab_cross_entropy},
+    {"dce_unused_input", "simplify,dce", dce_unused_input},
+    {"pipeline_mlp", "fold,simplify,stability,dce", pipeline_mlp},
+};
+
+static char *graph_text(const IrCtx *c, const IrGraph *g) {
+  char *s = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&s, &n);
+  ir_print_graph(f, c, g);
+  fclose(f);
+  return s;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  size_t got = fread(s, 1, (size_t)n, f);
+  s[got] = 0;
+  fclose(f);
+  return s;
+}
+
+static IrGraph *run_pass(IrCtx *c, const char *name, IrGraph *g) {
+  if (!strcmp(name, "fold")) return pass_fold(c, g);
+  if (!strcmp(name, "simplify")) return pass_simplify(c, g);
+  if (!strcmp(name, "stability")) return pass_stability(c, g);
+  if (!strcmp(name, "dce")) return pass_dce(c, g);
+  return NULL;
+}
+
+static void run_case(const Case *k, const char *dir, int update) {
+  IrCtx *c = ir_ctx_new();
+  IrGraph *g0 = k->build(c), *g = g0;
+  char why[512] = "", *before = graph_text(c, g0), path[1024], *text = NULL;
+  size_t tn = 0;
+  FILE *t = open_memstream(&text, &tn);
+  fprintf(t, "# %s: %s\n%s", k->name, k->passes, before);
+  int typed = 1;
+  char passes[128];
+  snprintf(passes, sizeof passes, "%s", k->passes);
+  for (char *p = strtok(passes, ","); p; p = strtok(NULL, ",")) {
+    IrGraph *r = run_pass(c, p, g);
+    if (typed && !graph_ok(c, g, r, why, sizeof why)) typed = 0;
+    if (!r) break;
+    char *after = graph_text(c, r);
+    fprintf(t, "# after %s\n%s", p, after);
+    free(after);
+    g = r;
+  }
+  fclose(t);
+  check(typed, "%s: every node type-checks, outputs keep their types%s%s", k->name, typed ? "" : ": ", why);
+  if (typed) {
+    for (int trial = 0; trial < 2; trial++) {
+      int ok = same_values(c, g0, g, trial, why, sizeof why);
+      check(ok, "%s: same values before and after (%s inputs)%s%s", k->name, trial ? "signed" : "positive", ok ? "" : ": ", why);
+    }
+  }
+  snprintf(path, sizeof path, "%s/%s.ir", dir, k->name);
+  if (update) {
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(text, f); fclose(f); }
+    check(f != NULL, "%s: golden written to %s", k->name, path);
+  } else {
+    char *want = read_file(path);
+    int ok = want && !strcmp(want, text);
+    if (!ok && want) {   // show the first line that differs
+      const char *a = want, *b = text;
+      int line = 1;
+      while (*a && *a == *b) { if (*a == '\n') line++; a++; b++; }
+      snprintf(why, sizeof why, "line %d differs: want \"%.*s\", got \"%.*s\"", line, (int)strcspn(a, "\n"), a,
+               (int)strcspn(b, "\n"), b);
+    }
+    check(ok, "%s: matches %s%s%s", k->name, path, ok ? "" : ": ", ok ? "" : want ? why : "missing (KILN_UPDATE_GOLDEN=1 writes it)");
+    free(want);
+  }
+  free(text);
+  free(before);
+  ir_ctx_free(c);
+}
+
+// ---- folding, bit for bit ---------------------------------------------------------------
+// The values an op is folded on: signs, zeros, fractions, NaN and infinities.
+static volatile double fold_a[10] = {-2.5, -1, -0.5, 0, 0.25, 1, 1.5, 3, NAN, INFINITY};
+static volatile double fold_b[10] = {1.5, -2, 0.5, 2, -0.75, 3, 0.3, -1, 2, -INFINITY};
+
+// The emitter's C for each elementwise op (ops.def c_f32), written out.
+static int ref_f32(Op op, float a, float b, float *r) {
+  switch (op) {
+  case OP_NEG: *r = (-a); return 1;
+  case OP_EXP: *r = expf(a); return 1;
+  case OP_LOG: *r = logf(a); return 1;
+  case OP_LOG1P: *r = log1pf(a); return 1;
+  case OP_EXPM1: *r = expm1f(a); return 1;
+  case OP_SQRT: *r = sqrtf(a); return 1;
+  case OP_RSQRT: *r = (1.0f / sqrtf(a)); return 1;
+  case OP_ABS: *r = fabsf(a); return 1;
+  case OP_SIGN: *r = (float)((a > 0) - (a < 0)); return 1;
+  case OP_TANH: *r = tanhf(a); return 1;
+  case OP_SIGMOID: *r = (1.0f / (1.0f + expf(-a))); return 1;
+  case OP_RELU: *r = (a > 0 ? a : 0.0f); return 1;
+  case OP_SOFTPLUS: *r = (fmaxf(a, 0.0f) + log1pf(expf(-fabsf(a)))); return 1;
+  case OP_SIN: *r = sinf(a); return 1;
+  case OP_COS: *r = cosf(a); return 1;
+  case OP_FLOOR: *r = floorf(a); return 1;
+  case OP_CEIL: *r = ceilf(a); return 1;
+  case OP_ROUND: *r = rintf(a); return 1;
+  case OP_ADD: *r = (a + b); return 1;
+  case OP_SUB: *r = (a - b); return 1;
+  case OP_MUL: *r = (a * b); return 1;
+  case OP_DIV: *r = (a / b); return 1;
+  case OP_POW: *r = powf(a, b); return 1;
+  case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
+  case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
+  case OP_LT: *r = (a < b); return 1;
+  case OP_LE: *r = (a <= b); return 1;
+  case OP_GT: *r = (a > b); return 1;
+  case OP_GE: *r = (a >= b); return 1;
+  case OP_EQ: *r = (a == b); return 1;
+  case OP_NE: *r = (a != b); return 1;
+  default: return 0;
+  }
+}
+
+// ops.def c_f64, written out.
+static int ref_f64(Op op, double a, double b, double *r) {
+  switch (op) {
+  case OP_NEG: *r = (-a); return 1;
+  case OP_EXP: *r = exp(a); return 1;
+  case OP_LOG: *r = log(a); return 1;
+  case OP_LOG1P: *r = log1p(a); return 1;
+  case OP_EXPM1: *r = expm1(a); return 1;
+  case OP_SQRT: *r = sqrt(a); return 1;
+  case OP_RSQRT: *r = (1.0 / sqrt(a)); return 1;
+  case OP_ABS: *r = (a < 0 ? -a : a); return 1;
+  case OP_SIGN: *r = ((a > 0) - (a < 0)); return 1;
+  case OP_TANH: *r = tanh(a); return 1;
+  case OP_SIGMOID: *r = (1.0 / (1.0 + exp(-a))); return 1;
+  case OP_RELU: *r = (a > 0 ? a : 0); return 1;
+  case OP_SOFTPLUS: *r = (fmax(a, 0.0) + log1p(exp(-fabs(a)))); return 1;
+  case OP_SIN: *r = sin(a); return 1;
+  case OP_COS: *r = cos(a); return 1;
+  case OP_FLOOR: *r = floor(a); return 1;
+  case OP_CEIL: *r = ceil(a); return 1;
+  case OP_ROUND: *r = rint(a); return 1;
+  case OP_ADD: *r = (a + b); return 1;
+  case OP_SUB: *r = (a - b); return 1;
+  case OP_MUL: *r = (a * b); return 1;
+  case OP_DIV: *r = (a / b); return 1;
+  case OP_POW: *r = pow(a, b); return 1;
+  case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
+  case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
+  case OP_LT: *r = (a < b); return 1;
+  case OP_LE: *r = (a <= b); return 1;
+  case OP_GT: *r = (a > b); return 1;
+  case OP_GE: *r = (a >= b); return 1;
+  case OP_EQ: *r = (a == b); return 1;
+  case OP_NE: *r = (a != b); return 1;
+  default: return 0;
+  }
+}
+
+// The single output of a folded graph: a CONST, or a broadcast scalar CONST
+// (read element i through it). NULL if it did not fold.
+static const Node *folded(IrCtx *c, Node *out, IrGraph **gp) {
+  IrGraph *g = pass_fold(c, g1(c, out));
+  if (gp) *gp = g;
+  if (!g) return NULL;
+  const Node *r = g->outs[0];
+  if (r->op == OP_BROADCAST) r = r->src[0];
+  return r->op == OP_CONST ? r : NULL;
+}
+
+static double folded_at(const Node *k, int64_t i) {
+  int64_t m;
+  ir_numel_const(k, &m);
+  return ir_const_at(k, m == 1 ? 0 : i);
+}
+
+static int same_bits(double a, double b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_fold_float_ops(void) {
+  for (int op = 0; op < OP_COUNT; op++) {
+    const OpInfo *oi = &ir_ops[op];
+    if (oi->kind != K_EW || (oi->flags & F_LOGIC) || op == OP_CAST || op == OP_WHERE) continue;
+    for (int t = DT_F32; t <= DT_F64; t++) {
+      IrCtx *c = ir_ctx_new();
+      double av[10], bv[10];
+      for (int i = 0; i < 10; i++) { av[i] = fold_a[i]; bv[i] = fold_b[i]; }
+      Node *a = cst(c, (DType)t, "10", av), *b = cst(c, (DType)t, "10", bv);
+      Node *n = oi->nsrc == 1 ? un(c, (Op)op, a) : bin(c, (Op)op, a, b);
+      const Node *k = folded(c, n, NULL);
+      int ok = k != NULL, have = 1;
+      for (int i = 0; ok && i < 10; i++) {
+        double want;
+        if (t == DT_F32) {
+          float r;
+          have = ref_f32((Op)op, (float)av[i], (float)bv[i], &r);
+          want = r;
+        } else {
+          have = ref_f64((Op)op, av[i], bv[i], &want);
+        }
+        ok = have && same_bits(folded_at(k, i), want);
+      }
+      check(ok, "fold %s %s: bit for bit with the emitter's C on 10 values%s", oi->name, ir_dtype_name((DType)t),
+            !k ? " (did not fold)" : !have ? " (no reference here: add one)" : "");
+      ir_ctx_free(c);
+    }
+  }
+}
+
+static void test_fold_int_ops(void) {
+  static const Op ops[] = {OP_NEG, OP_ABS, OP_SIGN, OP_RELU, OP_ADD, OP_SUB, OP_MUL, OP_MAXIMUM, OP_MINIMUM, OP_LT, OP_EQ, OP_GE};
+  double av[6] = {-7, 0, 5, 2147483647, -2147483648.0, 3}, bv[6] = {2, -3, 5, 1, -1, -4};
+  for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++)
+    for (int t = DT_I32; t <= DT_I64; t++) {
+      Op op = ops[j];
+      IrCtx *c = ir_ctx_new();
+      Node *a = cst(c, (DType)t, "6", av), *b = cst(c, (DType)t, "6", bv);
+      Node *n = ir_ops[op].nsrc == 1 ? un(c, op, a) : bin(c, op, a, b);
+      const Node *k = folded(c, n, NULL);
+      int ok = k && k->dtype == n->dtype;
+      for (int i = 0; ok && i < 6; i++) {
+        int64_t x = (int64_t)av[i], y = (int64_t)bv[i], r;
+        uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+        switch (op) {   // two's complement wrap-around, as int32_t/int64_t temporaries give
+        case OP_NEG: r = (int64_t)(0 - ux); break;
+        case OP_ABS: r = x < 0 ? (int64_t)(0 - ux) : x; break;
+        case OP_SIGN: r = (x > 0) - (x < 0); break;
+        case OP_RELU: r = x > 0 ? x : 0; break;
+        case OP_ADD: r = (int64_t)(ux + uy); break;
+        case OP_SUB: r = (int64_t)(ux - uy); break;
+        case OP_MUL: r = (int64_t)(ux * uy); break;
+        case OP_MAXIMUM: r = x > y ? x : y; break;
+        case OP_MINIMUM: r = x < y ? x : y; break;
+        case OP_LT: r = x < y; break;
+        case OP_EQ: r = x == y; break;
+        default: r = x >= y; break;
+        }
+        if (t == DT_I32 && !(ir_ops[op].flags & F_BOOL)) r = (int32_t)r;
+        ok = folded_at(k, i) == (double)r;
+      }
+      check(ok, "fold %s %s: wraps like the emitter's integer C", ir_ops[op].name, ir_dtype_name((DType)t));
+      ir_ctx_free(c);
+    }
+  IrCtx *c = ir_ctx_new();
+  double p[4] = {0, 1, 0, 1}, q[4] = {0, 0, 1, 1};
+  Node *a = cst(c, DT_BOOL, "4", p), *b = cst(c, DT_BOOL, "4", q);
+  const Node *kn = folded(c, un(c, OP_NOT, a), NULL), *ka = folded(c, bin(c, OP_AND, a, b), NULL), *ko = folded(c, bin(c, OP_OR, a, b), NULL);
+  int ok = kn && ka && ko;
+  for (int i = 0; ok && i < 4; i++)
+    ok = folded_at(kn, i) == !p[i] && folded_at(ka, i) == (p[i] && q[i]) && folded_at(ko, i) == (p[i] || q[i]);
+  check(ok, "fold not/and/or on bool");
+  double cv[4] = {1, 0, 1, 0};
+  Node *w = ir_where(c, cst(c, DT_BOOL, "4", cv), cst(c, DT_F32, "4", p), cst(c, DT_F32, "4", q));
+  const Node *kw = folded(c, w, NULL);
+  ok = kw != NULL;
+  for (int i = 0; ok && i < 4; i++) ok = folded_at(kw, i) == (cv[i] ? p[i] : q[i]);
+  check(ok, "fold where");
+  ir_ctx_free(c);
+}
+
+static void test_fold_casts(void) {
+  IrCtx *c = ir_ctx_new();
+  double v[6] = {1.7, -1.7, 0.5, 0, -0.0, 2147483000.0};
+  Node *x = cst(c, DT_F32, "6", v);
+  const Node *ki = folded(c, ir_cast(c, x, DT_I32), NULL), *kb = folded(c, ir_cast(c, x, DT_BOOL), NULL);
+  const Node *kd = folded(c, ir_cast(c, x, DT_F64), NULL);
+  int ok = ki && kb && kd;
+  for (int i = 0; ok && i < 6; i++) {
+    float s = (float)v[i];
+    ok = folded_at(ki, i) == (double)(int32_t)s && folded_at(kb, i) == (double)(s != 0) && same_bits(folded_at(kd, i), (double)s);
+  }
+  check(ok, "fold casts f32 -> i32 (truncation), bool (x != 0), f64");
+  double big[2] = {3e9, 1};
+  check(folded(c, ir_cast(c, cst(c, DT_F32, "2", big), DT_I32), NULL) == NULL, "fold: an out-of-range float-to-int cast is not folded");
+  double l[2] = {16777217.0, -3};
+  const Node *kf = folded(c, ir_cast(c, cst(c, DT_I64, "2", l), DT_F32), NULL);
+  check(kf && folded_at(kf, 0) == (double)(float)16777217LL && folded_at(kf, 1) == -3, "fold cast i64 -> f32 rounds as C does");
+  ir_ctx_free(c);
+}
+
+// Reductions as cgen.c writes them: per output, the reduced axes in row-major
+// order; f32 sums and products in double; argmax keeps the first maximum.
+static void test_fold_reductions(void) {
+  static const Op ops[] = {OP_SUM, OP_PROD, OP_RMAX, OP_RMIN, OP_ARGMAX, OP_ARGMIN};
+  static const uint32_t axes[] = {1, 2, 3};
+  double v[12];
+  for (int i = 0; i < 12; i++) v[i] = (i * 7 % 5) * 0.1 + 0.3 - (i % 3) * 0.7;
+  for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++)
+    for (size_t a = 0; a < 3; a++) {
+      IrCtx *c = ir_ctx_new();
+      Node *n = ir_reduce(c, ops[j], cst(c, DT_F32, "3,4", v), axes[a], (int)a == 1);
+      const Node *k = folded(c, n, NULL);
+      int ok = k && k->dtype == n->dtype && k->ndim == n->ndim;
+      for (int64_t o = 0; ok && o < (axes[a] == 3 ? 1 : axes[a] == 1 ? 4 : 3); o++) {
+        double acc = ops[j] == OP_PROD ? 1 : 0;
+        float best = ops[j] == OP_RMIN || ops[j] == OP_ARGMIN ? INFINITY : -INFINITY;
+        int64_t pos = 0, bi = 0;
+        for (int r = 0; r < 3; r++)
+          for (int q = 0; q < 4; q++) {
+            int in = axes[a] == 3 || (axes[a] == 1 ? q == o : r == o);
+            if (!in) continue;
+            float x = (float)v[r * 4 + q];
+            if (ops[j] == OP_SUM) acc = acc + (double)x;
+            else if (ops[j] == OP_PROD) acc = acc * (double)x;
+            else if (ops[j] == OP_RMAX ? x > best : ops[j] == OP_RMIN ? x < best : 0) best = x;
+            else if (ops[j] == OP_ARGMAX ? x > best : ops[j] == OP_ARGMIN ? x < best : 0) { best = x; bi = pos; }
+            pos++;
+          }
+        double want = ops[j] == OP_SUM || ops[j] == OP_PROD ? (double)(float)acc
+                      : ops[j] == OP_ARGMAX || ops[j] == OP_ARGMIN ? (double)bi : (double)best;
+        ok = same_bits(folded_at(k, o), want);
+      }
+      check(ok, "fold %s over axes %s of f32[3, 4]%s", ir_ops[ops[j]].name, a == 0 ? "[0]" : a == 1 ? "[1] keepdims" : "[0,1]",
+            k ? "" : " (did not fold)");
+      ir_ctx_free(c);
+    }
+  IrCtx *c = ir_ctx_new();
+  double iv[4] = {2147483647, 1, 5, -2};
+  Node *s = ir_reduce(c, OP_SUM, cst(c, DT_I32, "4", iv), 1, 0);
+  const Node *k = folded(c, s, NULL);
+  check(k && k->dtype == DT_I64 && folded_at(k, 0) == 2147483651.0, "fold sum of i32 accumulates in i64");
+  double big[100] = {0};
+  Node *b = ir_reduce(c, OP_SUM, ir_reshape(c, cst(c, DT_F32, "100", big), 2, (Dim[]){dim_c(10), dim_c(10)}), 1, 0);
+  check(folded(c, b, NULL) != NULL, "fold a reduction of a 100-element constant to 10 elements");
+  ir_ctx_free(c);
+}
+
+// Movement ops against the reference interpreter's index arithmetic.
+static void test_fold_movement(void) {
+  IrCtx *c = ir_ctx_new();
+  double v[24];
+  for (int i = 0; i < 24; i++) v[i] = i;
+  Node *x = cst(c, DT_F64, "2,3,4", v);
+  int perm[3] = {2, 0, 1};
+  int64_t st[3] = {1, 2, 3}, cn[3] = {1, 2, 2}, sp[3] = {1, -1, -2}, pst[3] = {1, 0, 2}, psp[3] = {1, 2, 1};
+  Dim ps[3] = {dim_c(3), dim_c(5), dim_c(6)}, bs[3] = {dim_c(2), dim_c(2), dim_c(4)}, rs[2] = {dim_c(4), dim_c(6)};
+  double one[4] = {1, 2, 3, 4};
+  Node *row = cst(c, DT_F64, "1,1,4", one), *cat[2] = {x, bin(c, OP_ADD, x, ir_scalar(c, DT_F64, 100))};
+  struct { const char *what; Node *n; } t[] = {
+      {"transpose", ir_transpose(c, x, perm)},
+      {"slice with negative steps", ir_slice(c, x, st, cn, sp)},
+      {"pad with a step", ir_pad(c, x, ps, pst, psp)},
+      {"broadcast", ir_broadcast(c, row, 3, bs)},
+      {"reshape", ir_reshape(c, x, 2, rs)},
+      {"concat", ir_concat(c, cat, 2, 1)},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    IrGraph *g;
+    const Node *k = folded(c, t[i].n, &g);
+    char why[256] = "";
+    int ok = k && same_values(c, g1(c, t[i].n), g, 0, why, sizeof why);
+    check(ok, "fold %s of constants%s%s", t[i].what, k ? "" : " (did not fold)", why);
+  }
+  ir_ctx_free(c);
+}
+
+// The pass returns the same graph when nothing changes, and is idempotent.
+static void test_fixpoints(void) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    IrCtx *c = ir_ctx_new();
+    IrGraph *g = cases[i].build(c);
+    IrGraph *(*pass[4])(IrCtx *, IrGraph *) = {pass_fold, pass_simplify, pass_stability, pass_dce};
+    int ok = 1;
+    for (int p = 0; p < 4 && g; p++) g = pass[p](c, g);
+    IrGraph *h = g;
+    for (int p = 0; p < 4 && h; p++) h = pass[p](c, h);
+    for (int o = 0; ok && g && h && o < g->nout; o++) ok = g->outs[o] == h->outs[o];
+    check(g && h && ok, "%s: the whole pipeline twice changes nothing the second time", cases[i].name);
+    ir_ctx_free(c);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s GOLDEN_DIR\n", argv[0]);
+    return 2;
+  }
+  const char *up = getenv("KILN_UPDATE_GOLDEN");
+  int update = up && *up && strcmp(up, "0");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], argv[1], update);
+  test_fold_float_ops();
+  test_fold_int_ops();
+  test_fold_casts();
+  test_fold_reductions();
+  test_fold_movement();
+  test_fixpoints();
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail != 0;
+}

@@ -1,0 +1,761 @@
+// test_runtime.c: the runtime alone: pool, memory, tensors and printing, Philox, libffi, .npy.
+// One line per check, then "N passed, N failed"; exits nonzero on any failure.
+#include "runtime/rt.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int npass, nfail;
+
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "ok  " : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    ok ? npass++ : nfail++;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+//
+// Memory
+//
+
+static void test_mem(void) {
+    static const char *names[] = {"bool", "i32", "i64", "f32", "f64"};
+    static const size_t sizes[] = {1, 4, 8, 4, 8};
+    int ok = 1;
+    for (int t = 0; t < RT_NDTYPES; t++)
+        ok &= rt_dtype_size((RtDType)t) == sizes[t] && !strcmp(rt_dtype_name((RtDType)t), names[t]);
+    check(ok && RT_BOOL == 0 && RT_F64 == 4, "dtype sizes, names and values");
+    check(rt_dtype_size((RtDType)9) == 0 && !strcmp(rt_dtype_name((RtDType)9), "?"),
+          "invalid dtype");
+
+    ok = 1;
+    for (size_t n = 0; n < 300; n += 37) {
+        uint8_t *p = rt_calloc(n);
+        ok &= p && (uintptr_t)p % 64 == 0;
+        for (size_t i = 0; i < n; i++)
+            ok &= p[i] == 0;
+        rt_free(p);
+    }
+    void *a = rt_alloc(0), *b = rt_alloc(0);
+    check(ok && a && b && a != b, "rt_alloc/rt_calloc: 64-byte aligned, zeroed, 0 bytes unique");
+    rt_free(a);
+    rt_free(b);
+    rt_free(NULL);
+    check(rt_alloc(SIZE_MAX - 3) == NULL, "rt_alloc: overflowing size gives NULL");
+}
+
+//
+// Pool
+//
+
+typedef struct {
+    _Atomic int64_t sum;
+    _Atomic int calls;
+    int *count;   // per index; each written by one chunk only
+    int64_t lo[64], hi[64];   // the chunks, in the order they were recorded
+} Cover;
+
+static void cover_fn(void *ctx, int64_t lo, int64_t hi) {
+    Cover *c = ctx;
+    int64_t s = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        c->count[i]++;
+        s += i;
+    }
+    atomic_fetch_add(&c->sum, s);
+    int k = atomic_fetch_add(&c->calls, 1);
+    if (k < 64)
+        c->lo[k] = lo, c->hi[k] = hi;
+}
+
+// Run one parallel_for and check coverage, the sum and the static partition.
+static int cover_ok(KRt *rt, int64_t n, int64_t grain) {
+    Cover c = {0};
+    c.count = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
+    rt_parallel_for(rt, cover_fn, &c, n, grain);
+    int ok = atomic_load(&c.sum) == (n > 0 ? n * (n - 1) / 2 : 0);
+    for (int64_t i = 0; i < n; i++)
+        ok &= c.count[i] == 1;
+    // Expected chunks: min(threads, n / grain), inline when n <= grain.
+    int64_t g = grain < 1 ? 1 : grain;
+    int64_t want = n <= 0 ? 0 : n <= g ? 1 : n / g < rt_threads(rt) ? n / g : rt_threads(rt);
+    if (want < 1 && n > 0)
+        want = 1;
+    int calls = atomic_load(&c.calls);
+    ok &= calls == want;
+    for (int k = 0; k < calls && k < 64; k++) {
+        int64_t len = c.hi[k] - c.lo[k];
+        ok &= len >= (want > 1 ? g : 1) && len <= n / (want ? want : 1) + 1;
+    }
+    free(c.count);
+    return ok;
+}
+
+static void test_pool_cover(void) {
+    static const int64_t ns[] = {0, 1, 2, 3, 7, 8, 63, 64, 65, 1000, 4097, 100003};
+    static const int64_t grains[] = {0, 1, 2, 7, 64, 1000};
+    static const int threads[] = {1, 2, 3, 4, 8};
+    for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+        KRt *rt = rt_new(threads[ti]);
+        int ok = rt_threads(rt) == threads[ti];
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (size_t gi = 0; gi < sizeof grains / sizeof *grains; gi++)
+                ok &= cover_ok(rt, ns[ni], grains[gi]);
+        check(ok, "pool %d threads: every index once, sums, static chunks >= grain", threads[ti]);
+        rt_free_ctx(rt);
+    }
+}
+
+typedef struct {
+    KRt *rt;
+    _Atomic int64_t sum;
+    _Atomic int inner_calls;
+} Nest;
+
+static void nest_inner(void *ctx, int64_t lo, int64_t hi) {
+    Nest *c = ctx;
+    atomic_fetch_add(&c->inner_calls, 1);
+    for (int64_t i = lo; i < hi; i++)
+        atomic_fetch_add(&c->sum, 1);
+}
+
+static void nest_outer(void *ctx, int64_t lo, int64_t hi) {
+    Nest *c = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        rt_parallel_for(c->rt, nest_inner, c, 100, 1);   // inline: one call of [0, 100)
+}
+
+static void test_pool_nested(void) {
+    KRt *rt = rt_new(4);
+    Nest c = {.rt = rt};
+    rt_parallel_for(rt, nest_outer, &c, 16, 1);
+    check(atomic_load(&c.sum) == 1600 && atomic_load(&c.inner_calls) == 16,
+          "pool: nested calls run inline (16 outer x 100 inner)");
+    rt_free_ctx(rt);
+}
+
+static void test_pool_resize(void) {
+    KRt *rt = rt_new(2);
+    static const int sizes[] = {1, 3, 8, 2, 5, 1, 4};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        rt_set_threads(rt, sizes[i]);
+        ok &= rt_threads(rt) == sizes[i] && cover_ok(rt, 10007, 3) && cover_ok(rt, 5, 1);
+    }
+    check(ok, "pool: resize 2 -> 1 3 8 2 5 1 4, correct after each");
+    rt_free_ctx(rt);
+
+    setenv("KILN_THREADS", "3", 1);
+    rt = rt_new(0);
+    check(rt_threads(rt) == 3, "pool: KILN_THREADS=3 with nthreads 0 gives %d", rt_threads(rt));
+    rt_set_threads(rt, 0);
+    check(rt_threads(rt) == 3, "pool: rt_set_threads(0) follows KILN_THREADS");
+    rt_free_ctx(rt);
+    setenv("KILN_THREADS", "junk", 1);
+    rt = rt_new(-1);
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+    check(rt_threads(rt) == cpus, "pool: default is the usable CPUs (%d; KILN_THREADS invalid)",
+          rt_threads(rt));
+    rt_free_ctx(rt);
+    unsetenv("KILN_THREADS");
+    check(rt_threads(NULL) == 1, "pool: NULL context counts 1 thread");
+    Cover c = {0};
+    int cnt[10] = {0};
+    c.count = cnt;
+    rt_parallel_for(NULL, cover_fn, &c, 10, 1);
+    check(atomic_load(&c.calls) == 1 && atomic_load(&c.sum) == 45,
+          "pool: NULL context runs inline");
+}
+
+// Chunks that sleep: the caller (chunk 0) or a worker finishes long after the others, so
+// both the worker sleep path and the caller's done-wait path are taken.
+static void slow_fn(void *ctx, int64_t lo, int64_t hi) {
+    int64_t slow = *(int64_t *)ctx;
+    if (lo <= slow && slow < hi)
+        sleep_us(3000);
+}
+
+static void test_pool_sleep(void) {
+    KRt *rt = rt_new(3);
+    int ok = 1;
+    for (int round = 0; round < 5; round++) {
+        sleep_us(2000);   // longer than the spin: workers are asleep
+        ok &= cover_ok(rt, 999, 1);
+        int64_t slow = round % 3 * 333;   // chunk 0, 1 or 2 is the slow one
+        rt_parallel_for(rt, slow_fn, &slow, 999, 1);
+        ok &= cover_ok(rt, 999, 1);
+    }
+    check(ok, "pool: correct after workers sleep and with a slow caller or worker");
+    rt_free_ctx(rt);
+}
+
+typedef struct {
+    KRt *rt;
+    int ok;
+} Caller;
+
+static void *caller_main(void *arg) {
+    Caller *c = arg;
+    for (int i = 0; i < 300; i++)
+        c->ok &= cover_ok(c->rt, 1000 + i, 1 + i % 5);
+    return NULL;
+}
+
+static void test_pool_callers(void) {
+    KRt *rt = rt_new(3);
+    Caller c[3] = {{rt, 1}, {rt, 1}, {rt, 1}};
+    pthread_t tid[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&tid[i], NULL, caller_main, &c[i]);
+    for (int i = 0; i < 3; i++)
+        pthread_join(tid[i], NULL);
+    check(c[0].ok && c[1].ok && c[2].ok, "pool: three outside threads share one context");
+    rt_free_ctx(rt);
+}
+
+static void test_pool_workspace(void) {
+    KRt *rt = rt_new(1);
+    char *a = rt_workspace(rt, 100);
+    memset(a, 1, 100);
+    char *b = rt_workspace(rt, 50);
+    char *c = rt_workspace(rt, 1 << 20);
+    memset(c, 2, 1 << 20);
+    char *d = rt_workspace(rt, 1000);
+    check(a && a == b && c && c == d && (uintptr_t)a % 64 == 0 && (uintptr_t)c % 64 == 0,
+          "workspace: aligned, reused when smaller, grows");
+    rt_free_ctx(rt);
+    rt_free_ctx(NULL);
+}
+
+static void empty_fn(void *ctx, int64_t lo, int64_t hi) {}
+
+static void test_pool_overhead(void) {
+    int threads[] = {2, 4, 0};
+    for (int k = 0; k < 3; k++) {
+        KRt *rt = rt_new(threads[k]);
+        int n = rt_threads(rt);
+        int iters = 20000;
+        for (int i = 0; i < 1000; i++)
+            rt_parallel_for(rt, empty_fn, NULL, n, 1);
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++)
+            rt_parallel_for(rt, empty_fn, NULL, n, 1);
+        double hot = (now_s() - t0) / iters * 1e6;
+        // Cold: workers asleep, so each call pays a wake-up.
+        double cold = 0;
+        for (int i = 0; i < 20; i++) {
+            sleep_us(1000);
+            double t1 = now_s();
+            rt_parallel_for(rt, empty_fn, NULL, n, 1);
+            cold += now_s() - t1;
+        }
+        printf(
+            "info pool dispatch, %d threads: %.2f us per call back-to-back, %.1f us after idle\n",
+            n, hot, cold / 20 * 1e6);
+        rt_free_ctx(rt);
+    }
+}
+
+//
+// Philox
+//
+
+static void test_philox(void) {
+    static const struct {
+        uint32_t ctr[4], key[2], out[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+         {0xffffffff, 0xffffffff},
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+         {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (int k = 0; k < 3; k++) {
+        uint32_t o[4];
+        rt_philox4x32(kat[k].ctr, kat[k].key, o);
+        check(!memcmp(o, kat[k].out, sizeof o),
+              "philox4x32-10 known answer %d: %08x %08x %08x %08x", k, o[0], o[1], o[2], o[3]);
+    }
+}
+
+static void test_uniform(void) {
+    // The definitions in rt.h, recomputed here.
+    int ok = 1;
+    uint64_t seeds[] = {0, 1, 0x123456789abcdefull};
+    uint64_t idx[] = {0, 1, 5, 0xffffffffull, 0x100000000ull, ~0ull};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 6; i++) {
+            uint32_t ctr[4] = {(uint32_t)idx[i], (uint32_t)(idx[i] >> 32), 0, 0};
+            uint32_t key[2] = {(uint32_t)seeds[s], (uint32_t)(seeds[s] >> 32)}, o[4];
+            rt_philox4x32(ctr, key, o);
+            ok &= rt_rand_uniform_f32(seeds[s], idx[i]) == (float)(o[0] >> 8) / 16777216.0f;
+            uint64_t x = ((uint64_t)o[0] << 32 | o[1]) >> 11;
+            ok &= rt_rand_uniform_f64(seeds[s], idx[i]) == (double)x / 9007199254740992.0;
+        }
+    check(ok, "uniform f32/f64 follow the header's definition bit for bit");
+
+    int n = 1000000, inrange = 1;
+    double s32 = 0, q32 = 0, s64 = 0, q64 = 0;
+    for (int i = 0; i < n; i++) {
+        float u = rt_rand_uniform_f32(7, (uint64_t)i);
+        double v = rt_rand_uniform_f64(7, (uint64_t)i);
+        inrange &= u >= 0.0f && u < 1.0f && v >= 0.0 && v < 1.0;
+        s32 += u, q32 += (double)u * u, s64 += v, q64 += v * v;
+    }
+    double m32 = s32 / n, v32 = q32 / n - m32 * m32, m64 = s64 / n, v64 = q64 / n - m64 * m64;
+    check(inrange, "uniform: 1e6 draws in [0, 1)");
+    check(fabs(m32 - 0.5) < 0.002 && fabs(v32 - 1.0 / 12) < 0.001,
+          "uniform f32: mean %.5f var %.5f (0.5, 0.08333)", m32, v32);
+    check(fabs(m64 - 0.5) < 0.002 && fabs(v64 - 1.0 / 12) < 0.001,
+          "uniform f64: mean %.5f var %.5f (0.5, 0.08333)", m64, v64);
+    check(rt_rand_uniform_f32(1, 0) != rt_rand_uniform_f32(2, 0) &&
+              rt_rand_uniform_f32(1, 0) != rt_rand_uniform_f32(1, 1),
+          "uniform: seeds and indices give different streams");
+}
+
+static uint32_t f32_bits(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return b;
+}
+
+static void test_normal(void) {
+    int n = 1000000;
+    double s32 = 0, q32 = 0, s64 = 0, q64 = 0, maxerr = 0;
+    int finite = 1;
+    for (int i = 0; i < n; i++) {
+        float z = rt_rand_normal_f32(11, (uint64_t)i);
+        double w = rt_rand_normal_f64(11, (uint64_t)i);
+        finite &= isfinite(z) && isfinite(w);
+        s32 += z, q32 += (double)z * z, s64 += w, q64 += w * w;
+        // The exact Box-Muller value for the same 24-bit inputs, in double.
+        uint32_t ctr[4] = {(uint32_t)i, 0, 1, 0}, key[2] = {11, 0}, o[4];
+        rt_philox4x32(ctr, key, o);
+        double u1 = ((o[0] >> 8) + 1) / 16777216.0, u2 = (o[1] >> 8) / 16777216.0;
+        double ref = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+        double e = fabs(z - ref);
+        maxerr = e > maxerr ? e : maxerr;
+    }
+    double m32 = s32 / n, v32 = q32 / n - m32 * m32, m64 = s64 / n, v64 = q64 / n - m64 * m64;
+    check(finite, "normal: 1e6 draws finite");
+    check(fabs(m32) < 0.005 && fabs(v32 - 1) < 0.01, "normal f32: mean %.5f var %.5f", m32, v32);
+    check(fabs(m64) < 0.005 && fabs(v64 - 1) < 0.01, "normal f64: mean %.5f var %.5f", m64, v64);
+    check(maxerr < 1e-6, "normal f32 vs exact Box-Muller in double: max error %.2g", maxerr);
+    // Pinned values: generated C and CUDA must give these bits (see rt.h).
+    static const struct {
+        uint64_t seed, index;
+        uint32_t bits;
+    } pin[] = {
+        {0, 0, 0x3f88a6ca},
+        {1, 1, 0x3fcad0b2},
+        {42, 1000, 0xbf7a0ea9},
+        {0xdeadbeefcafeull, 123456789, 0xbeb00b9d},
+    };
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        uint32_t b = f32_bits(rt_rand_normal_f32(pin[i].seed, pin[i].index));
+        printf("info normal_f32(%llu, %llu) = %a (0x%08x)\n", (unsigned long long)pin[i].seed,
+               (unsigned long long)pin[i].index, rt_rand_normal_f32(pin[i].seed, pin[i].index), b);
+        ok &= b == pin[i].bits;
+    }
+    check(ok, "normal f32: pinned bit patterns");
+}
+
+//
+// Tensors and printing
+//
+
+static int str_is(const RtTensor *t, const char *want) {
+    char *s = rt_tensor_to_string(t);
+    int ok = s && !strcmp(s, want);
+    if (!ok)
+        printf("     got  %s\n     want %s\n", s ? s : "(null)", want);
+    free(s);
+    return ok;
+}
+
+static void test_print(void) {
+    int64_t s23[] = {2, 3};
+    RtTensor t = rt_tensor_new(RT_I32, 2, s23);
+    for (int i = 0; i < 6; i++)
+        ((int32_t *)t.data)[i] = i + 1;
+    check(str_is(&t, "[[1, 2, 3], [4, 5, 6]]"), "print i32 2x3");
+    rt_tensor_free(&t);
+    check(t.data == NULL, "rt_tensor_free clears data");
+
+    t = rt_tensor_new(RT_F32, 0, NULL);
+    ((float *)t.data)[0] = 5;
+    check(rt_tensor_numel(&t) == 1 && str_is(&t, "5"), "print 0-d f32");
+    rt_tensor_free(&t);
+
+    int64_t s2[] = {2};
+    t = rt_tensor_new(RT_F64, 1, s2);
+    ((double *)t.data)[0] = 0.5, ((double *)t.data)[1] = -1.25;
+    check(str_is(&t, "[0.5, -1.25]"), "print f64 1-d");
+    rt_tensor_free(&t);
+
+    t = rt_tensor_new(RT_BOOL, 1, s2);
+    ((uint8_t *)t.data)[0] = 1;
+    check(str_is(&t, "[true, false]"), "print bool");
+    rt_tensor_free(&t);
+
+    int64_t s0[] = {0}, s20[] = {2, 0}, s03[] = {0, 3};
+    t = rt_tensor_new(RT_F32, 1, s0);
+    check(t.data && str_is(&t, "[]"), "print empty tensor");
+    rt_tensor_free(&t);
+    t = rt_tensor_new(RT_F32, 2, s20);
+    check(str_is(&t, "[[], []]"), "print empty 2x0");
+    rt_tensor_free(&t);
+    t = rt_tensor_new(RT_F32, 2, s03);
+    check(str_is(&t, "[]"), "print empty 0x3");
+    rt_tensor_free(&t);
+
+    int64_t s6[] = {6};
+    t = rt_tensor_new(RT_F32, 1, s6);
+    float fv[] = {1e10f, 1.5e-7f, NAN, INFINITY, -INFINITY, 0.1f};
+    memcpy(t.data, fv, sizeof fv);
+    check(str_is(&t, "[1e+10, 1.5e-07, nan, inf, -inf, 0.1]"), "print %%g, nan, inf");
+    ((float *)t.data)[2] = -NAN;
+    check(str_is(&t, "[1e+10, 1.5e-07, nan, inf, -inf, 0.1]"), "print -nan as nan");
+    rt_tensor_free(&t);
+
+    int64_t s3[] = {3};
+    t = rt_tensor_new(RT_I64, 1, s3);
+    int64_t iv3[] = {INT64_MIN, 123456789012345, -7};
+    memcpy(t.data, iv3, sizeof iv3);
+    check(str_is(&t, "[-9223372036854775808, 123456789012345, -7]"), "print i64");
+    rt_tensor_free(&t);
+
+    int64_t s222[] = {2, 2, 2};
+    t = rt_tensor_new(RT_F32, 3, s222);
+    for (int i = 0; i < 8; i++)
+        ((float *)t.data)[i] = (float)i / 2;
+    check(str_is(&t, "[[[0, 0.5], [1, 1.5]], [[2, 2.5], [3, 3.5]]]"), "print f32 2x2x2");
+    rt_tensor_free(&t);
+
+    int64_t s1000[] = {1000}, s1001[] = {1001}, sbig[] = {40, 30};
+    t = rt_tensor_new(RT_I32, 1, s1000);
+    char *s = rt_tensor_to_string(&t);
+    check(s && strlen(s) == 2 + 1000 + 999 * 2 && !strstr(s, "..."), "1000 elements print in full");
+    free(s);
+    rt_tensor_free(&t);
+    t = rt_tensor_new(RT_I32, 1, s1001);
+    for (int i = 0; i < 1001; i++)
+        ((int32_t *)t.data)[i] = i;
+    check(str_is(&t, "[0, 1, 2, ..., 998, 999, 1000]"), "1001 elements are summarized");
+    rt_tensor_free(&t);
+    t = rt_tensor_new(RT_I32, 2, sbig);
+    for (int i = 0; i < 1200; i++)
+        ((int32_t *)t.data)[i] = i;
+    check(str_is(&t,
+                 "[[0, 1, 2, ..., 27, 28, 29], [30, 31, 32, ..., 57, 58, 59], "
+                 "[60, 61, 62, ..., 87, 88, 89], ..., [1110, 1111, 1112, ..., 1137, 1138, 1139], "
+                 "[1140, 1141, 1142, ..., 1167, 1168, 1169], [1170, 1171, 1172, ..., 1197, 1198, "
+                 "1199]]"),
+          "40x30 summarized on both axes");
+    rt_tensor_free(&t);
+
+    // The worked example at the top of rt.h.
+    t = rt_tensor_new(RT_F32, 2, s23);
+    for (int i = 0; i < 6; i++)
+        ((float *)t.data)[i] = 2.0f * rt_rand_uniform_f32(42, (uint64_t)i);
+    check(str_is(&t, "[[1.22592, 1.97544, 1.65173], [1.4592, 0.652836, 0.629695]]"),
+          "rt.h worked example prints as documented");
+    rt_tensor_free(&t);
+
+    FILE *f = tmpfile();
+    t = rt_tensor_new(RT_I32, 1, s2);
+    rt_tensor_print(f, &t);
+    rewind(f);
+    char buf[32] = {0};
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    check(got == 6 && !strcmp(buf, "[0, 0]"), "rt_tensor_print writes to a FILE, no newline");
+    rt_tensor_free(&t);
+
+    int64_t neg[] = {2, -1};
+    t = rt_tensor_new(RT_F32, 2, neg);
+    RtTensor u = rt_tensor_new(RT_F32, 9, s222);
+    RtTensor v = rt_tensor_new((RtDType)7, 1, s2);
+    int64_t huge[] = {INT64_MAX / 2, 4};
+    RtTensor w = rt_tensor_new(RT_F64, 2, huge);
+    check(!t.data && !u.data && !v.data && !w.data,
+          "rt_tensor_new rejects bad shapes, ndim, dtype, overflow");
+}
+
+//
+// libffi
+//
+
+static void ffi_add3(void *a, void *b, void *out) { *(int *)out = *(int *)a + *(int *)b; }
+
+static int ffi_zero_called;
+static void ffi_zero(void) { ffi_zero_called = 1; }
+
+static void ffi_many(void *a0, void *a1, void *a2, void *a3, void *a4, void *a5, void *a6, void *a7,
+                     void *a8, void *a9, void *a10, void *a11, void *a12, void *a13, void *a14,
+                     void *a15, void *a16, void *a17, void *a18, void *out) {
+    void *a[] = {a0,  a1,  a2,  a3,  a4,  a5,  a6,  a7,  a8, a9,
+                 a10, a11, a12, a13, a14, a15, a16, a17, a18};
+    long s = 0;
+    for (int i = 0; i < 19; i++)
+        s += *(long *)a[i];
+    *(long *)out = s;
+}
+
+// dlsym's convention: a function as void *. POSIX allows it; ISO C only through memcpy.
+typedef void (*AnyFn)(void);
+static void *fnptr(AnyFn f) {
+    void *p;
+    memcpy(&p, &f, sizeof p);
+    return p;
+}
+
+static void test_ffi(void) {
+    int x = 20, y = 22, r = 0;
+    void *args[] = {&x, &y, &r};
+    int rc = rt_ffi_call_ptrs(fnptr((AnyFn)ffi_add3), 3, args);
+    check(rc == 0 && r == 42, "ffi: void f(a, b, out) computes 42");
+    rc = rt_ffi_call_ptrs(fnptr(ffi_zero), 0, NULL);
+    check(rc == 0 && ffi_zero_called, "ffi: zero arguments");
+    long v[19], out = 0;
+    void *many[20];
+    for (int i = 0; i < 19; i++)
+        v[i] = i + 1, many[i] = &v[i];
+    many[19] = &out;
+    rc = rt_ffi_call_ptrs(fnptr((AnyFn)ffi_many), 20, many);
+    check(rc == 0 && out == 190, "ffi: 20 arguments (heap path)");
+    check(rt_ffi_call_ptrs(fnptr(ffi_zero), -1, NULL) == -1 &&
+              rt_ffi_call_ptrs(NULL, 0, NULL) == -1,
+          "ffi: bad arguments give -1");
+}
+
+//
+// .npy
+//
+
+static char tmpdir[64];
+
+static const char *tpath(const char *name) {
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+static void write_file(const char *name, const void *data, size_t n) {
+    FILE *f = fopen(tpath(name), "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+// A hand-made v1.0 file: preamble, header text padded to 64, then data.
+static void write_npy(const char *name, const char *dict, const void *data, size_t n) {
+    char buf[4096];
+    size_t hl = strlen(dict) + 1;
+    size_t pad = 64 - (10 + hl) % 64;
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (char)((hl + pad) & 0xff), buf[9] = (char)((hl + pad) >> 8);
+    memcpy(buf + 10, dict, hl - 1);
+    memset(buf + 10 + hl - 1, ' ', pad);
+    buf[10 + hl + pad - 1] = '\n';
+    memcpy(buf + 10 + hl + pad, data, n);
+    write_file(name, buf, 10 + hl + pad + n);
+}
+
+static int load_fails(const char *name, const char *want) {
+    char err[256] = "";
+    RtTensor t;
+    int rc = rt_npy_load(tpath(name), &t, err, sizeof err);
+    int ok = rc == -1 && t.data == NULL && strstr(err, want) && strstr(err, name);
+    printf("     %s\n", err);
+    return ok;
+}
+
+static int round_trip(RtDType dt, int ndim, const int64_t *shape) {
+    RtTensor t = rt_tensor_new(dt, ndim, shape);
+    size_t nb = rt_tensor_nbytes(&t);
+    for (size_t i = 0; i < nb; i++)
+        ((uint8_t *)t.data)[i] = dt == RT_BOOL ? (uint8_t)(i % 3 == 0) : (uint8_t)(i * 7 + 3);
+    char err[256];
+    RtTensor u;
+    int ok = rt_npy_save(tpath("rt.npy"), &t, err, sizeof err) == 0 &&
+             rt_npy_load(tpath("rt.npy"), &u, err, sizeof err) == 0;
+    ok = ok && u.dtype == dt && u.ndim == ndim && u.owns &&
+         !memcmp(u.shape, t.shape, sizeof t.shape) && !memcmp(u.data, t.data, nb);
+    rt_tensor_free(&t);
+    rt_tensor_free(&u);
+    return ok;
+}
+
+static void test_npy(void) {
+    strcpy(tmpdir, "/tmp/kiln_rt_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        check(0, "npy: mkdtemp");
+        return;
+    }
+    int64_t s23[] = {2, 3}, s5[] = {5}, s0[] = {0}, s4d[] = {2, 1, 3, 2}, s20[] = {2, 0};
+    int ok = 1;
+    for (int dt = 0; dt < RT_NDTYPES; dt++)
+        ok &= round_trip((RtDType)dt, 2, s23) && round_trip((RtDType)dt, 1, s5) &&
+              round_trip((RtDType)dt, 0, NULL) && round_trip((RtDType)dt, 1, s0) &&
+              round_trip((RtDType)dt, 4, s4d) && round_trip((RtDType)dt, 2, s20);
+    check(ok, "npy: round trip, every dtype, 0-d to 4-d and empty");
+
+    // NumPy's exact header for float32 (2, 3): data at byte 128.
+    RtTensor t = rt_tensor_new(RT_F32, 2, s23);
+    char err[256];
+    rt_npy_save(tpath("h.npy"), &t, err, sizeof err);
+    rt_tensor_free(&t);
+    FILE *f = fopen(tpath("h.npy"), "rb");
+    char buf[256] = {0};
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    const char *want = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    check(n == 128 + 24 && !memcmp(buf, "\x93NUMPY\x01\x00\x76\x00", 10) &&
+              !memcmp(buf + 10, want, strlen(want)) && buf[127] == '\n' && buf[126] == ' ',
+          "npy: header is NumPy's, data 64-byte aligned");
+    int64_t one[] = {1};
+    t = rt_tensor_new(RT_BOOL, 1, one);
+    rt_npy_save(tpath("b.npy"), &t, err, sizeof err);
+    rt_tensor_free(&t);
+    f = fopen(tpath("b.npy"), "rb");
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    want = "{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }";
+    check(n == 129 && !memcmp(buf + 10, want, strlen(want)), "npy: bool header, 1-d shape (1,)");
+
+    // Hand-made files NumPy could write.
+    uint8_t be[8] = {0x3f, 0x80, 0, 0, 0xc0, 0x20, 0, 0};   // 1.0, -2.5 big-endian
+    write_npy("be.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", be, 8);
+    RtTensor u;
+    ok = rt_npy_load(tpath("be.npy"), &u, err, sizeof err) == 0 && u.dtype == RT_F32 &&
+         ((float *)u.data)[0] == 1.0f && ((float *)u.data)[1] == -2.5f;
+    check(ok, "npy: big-endian >f4 is byte-swapped");
+    rt_tensor_free(&u);
+    int32_t iv[4] = {1, 2, 3, 4};
+    write_npy("keys.npy", "{'shape': (2L, 2L), 'fortran_order': False, 'descr': '<i4'}", iv, 16);
+    ok = rt_npy_load(tpath("keys.npy"), &u, err, sizeof err) == 0 && u.ndim == 2 &&
+         u.shape[0] == 2 && u.dtype == RT_I32 && ((int32_t *)u.data)[3] == 4;
+    check(ok, "npy: keys in any order, Python 2 longs");
+    rt_tensor_free(&u);
+    write_npy("f1.npy", "{'descr': '<i4', 'fortran_order': True, 'shape': (4, 1), }", iv, 16);
+    ok = rt_npy_load(tpath("f1.npy"), &u, err, sizeof err) == 0 && u.shape[0] == 4;
+    check(ok, "npy: fortran_order with one long axis is C order");
+    rt_tensor_free(&u);
+    uint8_t b2[3] = {0, 1, 7};
+    write_npy("b2.npy", "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", b2, 3);
+    ok = rt_npy_load(tpath("b2.npy"), &u, err, sizeof err) == 0 && ((uint8_t *)u.data)[2] == 1;
+    check(ok, "npy: bool bytes normalized to 0/1");
+    rt_tensor_free(&u);
+    {
+        // Version 2.0: a 4-byte header length.
+        char v2[128 + 8];
+        const char *d = "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }";
+        memset(v2, ' ', 128);
+        memcpy(v2, "\x93NUMPY\x02\x00\x74\x00\x00\x00", 12);
+        memcpy(v2 + 12, d, strlen(d));
+        v2[127] = '\n';
+        memcpy(v2 + 128, iv, 8);
+        write_file("v2.npy", v2, sizeof v2);
+        ok = rt_npy_load(tpath("v2.npy"), &u, err, sizeof err) == 0 && ((int32_t *)u.data)[1] == 2;
+        check(ok, "npy: version 2.0 header");
+        rt_tensor_free(&u);
+    }
+
+    // Malformed files.
+    write_file("magic.npy", "\x93NUMPX\x01\x00\x10\x00{}", 12);
+    check(load_fails("magic.npy", "bad magic"), "npy: bad magic");
+    write_file("short.npy", "\x93NU", 3);
+    check(load_fails("short.npy", "bad magic"), "npy: 3-byte file");
+    write_npy("trunc.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", iv, 16);
+    check(load_fails("trunc.npy", "truncated data: expected 24 bytes, found 16"),
+          "npy: truncated data");
+    write_file("trunch.npy", "\x93NUMPY\x01\x00\x76\x00{'descr'", 17);
+    check(load_fails("trunch.npy", "truncated header"), "npy: truncated header");
+    write_npy("u1.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", b2, 3);
+    check(load_fails("u1.npy", "unsupported dtype '|u1'"), "npy: u1 rejected");
+    write_npy("f2.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", iv, 4);
+    check(load_fails("f2.npy", "unsupported dtype '<f2'"), "npy: f2 rejected");
+    write_npy("rec.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", iv,
+              4);
+    check(load_fails("rec.npy", "structured"), "npy: structured dtype rejected");
+    write_npy("fort.npy", "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 2), }", iv, 16);
+    check(load_fails("fort.npy", "fortran_order"), "npy: fortran order rejected");
+    write_npy("nokey.npy", "{'descr': '<i4', 'fortran_order': False, }", iv, 4);
+    check(load_fails("nokey.npy", "missing 'shape'"), "npy: missing key");
+    write_npy("dims.npy",
+              "{'descr': '<i4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", iv, 4);
+    check(load_fails("dims.npy", "more than 8 dimensions"), "npy: 9 dimensions rejected");
+    write_npy("huge.npy",
+              "{'descr': '<f8', 'fortran_order': False, 'shape': (10000000000, 10000000000), }", iv,
+              4);
+    check(load_fails("huge.npy", "shape too large"),
+          "npy: absurd shape rejected before allocating");
+    write_npy("big.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (100000000000,), }", iv,
+              4);
+    check(load_fails("big.npy", "truncated data"),
+          "npy: large shape checked against the file size");
+    write_npy("junk.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (2, x), }", iv, 4);
+    check(load_fails("junk.npy", "bad shape"), "npy: malformed shape");
+    write_file("ver.npy", "\x93NUMPY\x09\x00\x10\x00", 10);
+    check(load_fails("ver.npy", "unsupported .npy version 9.0"), "npy: unknown version");
+    check(load_fails("missing.npy", "No such file"), "npy: missing file");
+    t = rt_tensor_new(RT_F32, 1, s5);
+    check(rt_npy_save("/nonexistent-dir/x.npy", &t, err, sizeof err) == -1 &&
+              strstr(err, "cannot create"),
+          "npy: save to a missing directory fails: %s", err);
+    rt_tensor_free(&t);
+
+    const char *names[] = {"rt.npy",    "h.npy",      "b.npy",    "be.npy",    "keys.npy",
+                           "f1.npy",    "b2.npy",     "v2.npy",   "magic.npy", "short.npy",
+                           "trunc.npy", "trunch.npy", "u1.npy",   "f2.npy",    "rec.npy",
+                           "fort.npy",  "nokey.npy",  "dims.npy", "huge.npy",  "big.npy",
+                           "junk.npy",  "ver.npy"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        unlink(tpath(names[i]));
+    check(rmdir(tmpdir) == 0, "npy: scratch directory left clean");
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_mem();
+    test_pool_cover();
+    test_pool_nested();
+    test_pool_resize();
+    test_pool_sleep();
+    test_pool_callers();
+    test_pool_workspace();
+    test_pool_overhead();
+    test_philox();
+    test_uniform();
+    test_normal();
+    test_print();
+    test_ffi();
+    test_npy();
+    printf("%d passed, %d failed\n", npass, nfail);
+    return nfail != 0;
+}
