@@ -489,7 +489,9 @@ static const Builtin named[] = {
 static const Builtin from_ops[OP_COUNT] = {
 #define OP(name, str, n, kind, flags, f32, f64, init) \
   [OP_##name] = {str, kind == K_EW && !((flags) & F_SPECIAL) ? op_elementwise : kind == K_REDUCE ? op_reduce \
-                   : kind == K_ROW ? op_row : NULL, OP_##name, str "(...)"},
+                   : kind == K_ROW ? op_row : NULL, OP_##name,                                              \
+                 kind == K_REDUCE ? str "(x, axis=None, keepdims=false)" : kind == K_ROW ? str "(x, axis=-1)"   \
+                 : n == 1 ? str "(x)" : n == 2 ? str "(a, b)" : str "(cond, a, b)"},
 #include "ir/ops.def"
 #undef OP
 };

@@ -378,6 +378,8 @@ static Program *program_for(Ev *ev, Node *n, Node ***ins_out, int *nin_out, Span
   }
   free(order);
   IrGraph *g = ir_graph_new(ev->c, &n, 1, ins, nin);
+  if ((ev->pipe.dump_after || ev->pipe.emit_c) && where.src)
+    fprintf(ev->pipe.dump, "%s graph of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", where.src->name, where.line, where.col);
   char err[8192];
   Program *pr = pipe_compile(&ev->pipe, g, err, sizeof err);
   if (!pr) {
@@ -547,7 +549,15 @@ static void exec_param(Ev *ev, Env *env, AstNode *s) {
   parse_shape(ev, env, s, 0, &nd, shape);
   Node *init = ev_check(ev, param_init(ev, env, s, dt, nd, shape), s->rhs ? s->rhs->span : s->span);
   RtTensor value;
-  if (ev_compute(ev, init, s->rhs ? s->rhs->span : s->span, &value)) return;
+  // Initializers always run, also while `kiln ir` or `emit-c` shows the graphs.
+  const char *after = ev->pipe.dump_after;
+  int emit = ev->pipe.emit_c;
+  ev->pipe.dump_after = NULL;
+  ev->pipe.emit_c = 0;
+  int rc = ev_compute(ev, init, s->rhs ? s->rhs->span : s->span, &value);
+  ev->pipe.dump_after = after;
+  ev->pipe.emit_c = emit;
+  if (rc) return;
   Node *p = ir_input(ev->c, s->str, ROLE_PARAM, dt, nd, shape);
   ev->params = realloc(ev->params, sizeof(Param) * (ev->nparams + 1));
   if (!ev->params) abort();

@@ -214,7 +214,8 @@ Node *ir_reshape(IrCtx *c, Node *a, int ndim, const Dim *shape) {
     for (int i = 0; i < ndim; i++) if (i != hole) rest[nr++] = want[i];
     if (!dims_product(rest, nr, &known) || !known.k) return fail(c, "reshape: cannot infer the -1 dimension");
     if (total.k % known.k || (known.sym && known.sym != total.sym))
-      return fail(c, "cannot reshape %s (%s elements) with a -1 into %s", shp(c, a, b1), "its", ir_shape_str(c, ndim, want, b2, 128));
+      return fail(c, "cannot reshape %s into %s: the other dimensions do not divide its element count", shp(c, a, b1),
+                  ir_shape_str(c, ndim, want, b2, 128));
     want[hole] = (Dim){total.k / known.k, known.sym ? 0 : total.sym};
   }
   if (!dims_product(want, ndim, &known) || !dim_eq(known, total) )

@@ -61,25 +61,31 @@ static int64_t ravel(const Node *n, const int64_t *idx) {
   return o;
 }
 
-// ---- constant operands: a CONST, or a broadcast of one ------------------------------
-static int is_const(const Node *a) {
-  return a->op == OP_CONST || (a->op == OP_BROADCAST && a->src[0]->op == OP_CONST);
+// ---- constant operands ---------------------------------------------------------------
+// A scalar constant (a one-element CONST seen through broadcasts and reshapes,
+// of any shape), a CONST, or a view of constants (movement ops, concrete shapes).
+static int is_scalar_const(const Node *a) { return ir_is_scalar_const(a, NULL); }
+
+static int is_const(const Node *a, int depth) {
+  int64_t m;
+  if (a->op == OP_CONST || is_scalar_const(a)) return 1;
+  if (ir_ops[a->op].kind != K_MOVE || depth > 8 || !concrete(a, &m)) return 0;
+  for (int s = 0; s < a->nsrc; s++)
+    if (!is_const(a->src[s], depth + 1) || (!is_scalar_const(a->src[s]) && !concrete(a->src[s], &m))) return 0;
+  return 1;
 }
 
-static int is_scalar_const(const Node *a) {
-  int64_t m;
-  const Node *k = a->op == OP_BROADCAST ? a->src[0] : a;
-  return k->op == OP_CONST && concrete(k, &m) && m == 1;
-}
+static int move_at(const Node *n, int64_t o, Num *r);
 
 static Num operand_at(const Node *a, int64_t i) {
+  Num v;
+  if (is_scalar_const(a)) {
+    while (a->op != OP_CONST) a = a->src[0];
+    return num_get(a, 0);
+  }
   if (a->op == OP_CONST) return num_get(a, i);
-  const Node *k = a->src[0];
-  int64_t m, idx[IR_MAXDIM];
-  if (concrete(k, &m) && m == 1) return num_get(k, 0);
-  unravel(a, i, idx);
-  for (int d = 0; d < a->ndim; d++) if (dim_is(k->shape[d], 1)) idx[d] = 0;
-  return num_get(k, ravel(k, idx));
+  move_at(a, i, &v);
+  return v;
 }
 
 // ---- elementwise: the op table's C text, per dtype -------------------------------------
@@ -389,10 +395,10 @@ static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
   OpKind kind = ir_ops[n->op].kind;
   int64_t m, ms;
   if (kind != K_EW && kind != K_REDUCE && kind != K_MOVE) return NULL;
-  if (n->op == OP_BROADCAST && is_scalar_const(n)) return NULL;   // already a scalar constant
+  if (n->op == OP_BROADCAST && n->src[0]->op == OP_CONST && is_scalar_const(n)) return NULL;   // canonical already
   int scalar = 1;
   for (int s = 0; s < n->nsrc; s++) {
-    if (!is_const(n->src[s])) return NULL;
+    if (!is_const(n->src[s], 0)) return NULL;
     scalar &= is_scalar_const(n->src[s]);
   }
   Num one;

@@ -21,10 +21,14 @@ static int same_type(const Node *a, const Node *b) {
 // x itself where it has n's type, else nothing.
 static Node *as(const Node *n, Node *x) { return same_type(n, x) ? x : NULL; }
 
-// The scalar constant v of n's dtype, broadcast to n's shape (the builders' form).
+// The scalar constant v of n's dtype broadcast to n's shape, in the form fold
+// gives scalar constants: a one-element CONST of n's rank, broadcast.
 static Node *fill(IrCtx *c, const Node *n, double v) {
+  Dim ones[IR_MAXDIM];
+  for (int d = 0; d < n->ndim; d++) ones[d] = dim_c(1);
   Node *k = ir_scalar(c, n->dtype, v);
-  return k && n->ndim ? ir_broadcast(c, k, n->ndim, n->shape) : k;
+  if (k && n->ndim) k = ir_const(c, n->dtype, n->ndim, ones, k->a.data);
+  return k ? ir_broadcast(c, k, n->ndim, n->shape) : NULL;
 }
 
 // For a commutative op, try a rule on (a, b) and then on (b, a).
@@ -171,7 +175,7 @@ static Node *rule_sum(IrCtx *c, Node *n) {
     return fill(c, n, v * (double)count);   // one rounding, in double then to the dtype
   }
   Node *r = ir_reshape(c, y, nd, shape);
-  if (r && count != 1) r = ir_binary(c, OP_MUL, r, ir_scalar(c, n->dtype, (double)count));
+  if (r && count != 1) r = ir_binary(c, OP_MUL, r, fill(c, r, (double)count));
   return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
 }
 
