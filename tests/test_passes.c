@@ -1079,6 +1079,18 @@ static void test_fixpoints(void) {
   }
 }
 
+// dce: the graph is what the outputs reach; declared inputs stay declared.
+static void test_dce(void) {
+  IrCtx *c = ir_ctx_new();
+  IrGraph *g0 = dce_unused_input(c), *g = pass_dce(c, pass_simplify(c, g0));
+  int count;
+  Node **order = g ? ir_topo(c, g->outs, g->nout, &count) : NULL;
+  check(g && count == 1 && c->nnodes > count && g->nin == 2 && g->ins[1] == g0->ins[1],
+        "dce: 1 live node of %d in the context; the unused input y is still declared", c->nnodes);
+  free(order);
+  ir_ctx_free(c);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s GOLDEN_DIR\n", argv[0]);
@@ -1092,6 +1104,7 @@ int main(int argc, char **argv) {
   test_fold_casts();
   test_fold_reductions();
   test_fold_movement();
+  test_dce();
   test_fixpoints();
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail != 0;
