@@ -67,7 +67,8 @@ const char *tok_spelling(TokKind k);   // "+", "fn", "name", ...
 
 // ---- parser.c ----------------------------------------------------------------
 // Parses a whole program into an AST_BLOCK of statements. On any error returns
-// NULL, having appended each statement's first error (up to 20) to d.
+// NULL, having appended each statement's first error (up to 20) to d. The
+// nodes live in a; their Spans point at src, which must outlive them.
 AstNode *parse_program(Arena *a, const Source *src, Diag *d);
 
 // 1 when text is an unfinished statement the REPL should read more lines for:

@@ -2,6 +2,40 @@
 // function parses one rule, written above it. A function that fails has
 // reported the error and returns NULL; the statement loop then skips to the
 // next line and carries on, so one run reports one error per bad statement.
+//
+// The grammar, as implemented (NEWLINE is a token except inside ( ) and [ ]):
+//
+//   program   = (stmt? (NEWLINE | ";"))*
+//   stmt      = print | decl | fndef | shortfn | assign | import | reserved | exprstmt
+//   print     = "print" expr ("," expr)* | "print" "(" expr ("," expr)* ")"
+//   decl      = "input" IDENT ":" type | "param" IDENT ":" type ("=" expr)?
+//   fndef     = "fn" IDENT params NEWLINE* block
+//   shortfn   = IDENT params "=" expr                  (found by looking past ")")
+//   assign    = IDENT "=" expr
+//   import    = "import" STRING
+//   reserved  = ("train" | "evaluate" | "save" | "load" | "data") token*
+//   exprstmt  = "return"? expr                         (return: last in a body)
+//   block     = "{" (stmt? (NEWLINE | ";"))* "}"       (ends with an exprstmt)
+//   params    = "(" (IDENT ("," IDENT)* ","?)? ")"
+//   type      = IDENT ("[" (dim ("," dim)*)? "]")?
+//   dim       = "-"? INT | IDENT
+//   expr      = or
+//   or        = and ("or" and)*
+//   and       = not ("and" not)*
+//   not       = ("not" | "!") not | cmp
+//   cmp       = add (("<" | "<=" | ">" | ">=" | "==" | "!=") add)?
+//   add       = mul (("+" | "-") mul)*
+//   mul       = unary (("*" | "/" | "@") unary)*
+//   unary     = ("-" | "+") unary | power
+//   power     = postfix ("^" unary)?
+//   postfix   = primary (call | subscript)*
+//   call      = "(" (arg ("," arg)* ","?)? ")"         arg = (IDENT "=")? expr
+//   subscript = "[" index ("," index)* "]"
+//   index     = expr | expr? ":" expr? (":" expr?)?
+//   primary   = NUMBER | STRING | "true" | "false" | IDENT | "(" expr ")" | list
+//   list      = "[" (expr ("," expr)* ","?)? "]"
+//
+// input, param, import and reserved statements are top-level only.
 #include "parse.h"
 #include <limits.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
 // codegen/cexpr.c and cgen.c). Breaks nothing.
 //
 // An elementwise, reduction or movement node whose operands are all constant
-// becomes a CONST when it has at most FOLD_MAX elements; bigger results stay
+// becomes a CONST when it is within the limits below; bigger results stay
 // kernels, so big math happens in compiled code only. A result whose elements
 // are all equal is kept as a broadcast of a one-element CONST (a "scalar
 // constant", cheap at any size and visible to simplify's `x*1`). Not folded:
@@ -15,7 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FOLD_MAX = 64, FOLD_MAX_IN = 4096 };  // result elements; elements a reduction reads
+// How much is folded. The pipeline folds arithmetic on scalars only: tensor
+// math belongs to the compiled kernels (one implementation to trust), while
+// moving constant data (reshape, transpose, slice ...) is folded when small.
+// The unit test raises the limits to check the folder bit for bit.
+static const FoldLimits pipeline_limits = {1, 1, 4096};
 
 // One element, as the C emitter holds it: float, double, or any integer
 // (bool, i32, i64) widened to int64_t.
@@ -298,13 +302,13 @@ static int move_at(const Node *n, int64_t o, Num *r) {
 // ---- reductions: per output, the reduced axes in row-major order ------------------------
 // As cgen.c: f32 sums and products accumulate in double; max/min start at the
 // dtype's lowest/highest value; argmax/argmin keep the first best position.
-static int fold_reduce(const Node *n, Num *out, int64_t nout) {
+static int fold_reduce(const Node *n, Num *out, int64_t nout, int64_t max_in) {
   const Node *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
   int arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
   DType t = s->dtype;
   int64_t nin, idx[IR_MAXDIM];
-  if (!concrete(s, &nin) || nin > FOLD_MAX_IN) return 0;
+  if (!concrete(s, &nin) || nin > max_in) return 0;
   if (!arg && n->dtype != t) return 0;
   if (t == DT_BOOL && n->op != OP_RMAX && n->op != OP_RMIN && !arg) return 0;
   int wide = t == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD);
@@ -392,6 +396,7 @@ static int all_equal(DType t, const void *buf, int64_t m) {
 }
 
 static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
+  const FoldLimits *lim = ud;
   OpKind kind = ir_ops[n->op].kind;
   int64_t m, ms;
   if (kind != K_EW && kind != K_REDUCE && kind != K_MOVE) return NULL;
@@ -402,13 +407,14 @@ static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
     scalar &= is_scalar_const(n->src[s]);
   }
   Num one;
-  // Elementwise and movement ops of scalar constants: a scalar constant, at any size.
-  if (scalar && (kind == K_EW || n->op == OP_RESHAPE || n->op == OP_TRANSPOSE || n->op == OP_BROADCAST ||
-                 n->op == OP_SLICE) && !(concrete(n, &m) && m <= 1)) {
+  // Elementwise ops and views of scalar constants are scalar constants, at any
+  // size (PAD adds zeros and CONCAT joins different values: not views here).
+  int view = kind == K_MOVE && n->op != OP_PAD && n->op != OP_CONCAT;
+  if (scalar && (kind == K_EW || view) && !(concrete(n, &m) && m <= 1)) {
     if (kind == K_EW ? !ew_at(n, 0, &one) : !move_at(n, 0, &one)) return NULL;
     return uniform(c, n, one);
   }
-  if (!concrete(n, &m) || m > FOLD_MAX) return NULL;
+  if (!concrete(n, &m) || m > (kind == K_MOVE ? lim->max_move : lim->max_compute)) return NULL;
   if (kind == K_EW)
     for (int s = 0; s < n->nsrc; s++)
       if (!ir_shape_eq(n->src[s], n)) return NULL;
@@ -416,7 +422,7 @@ static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
   Num *v = calloc((size_t)m + 1, sizeof *v);
   if (!v) abort();
   int ok = 1;
-  if (kind == K_REDUCE) ok = fold_reduce(n, v, m);
+  if (kind == K_REDUCE) ok = fold_reduce(n, v, m, lim->max_reduce_in);
   for (int64_t i = 0; ok && kind != K_REDUCE && i < m; i++)
     ok = kind == K_EW ? ew_at(n, i, &v[i]) : move_at(n, i, &v[i]);
   Node *r = NULL;
@@ -431,4 +437,5 @@ static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
   return r;
 }
 
-IrGraph *pass_fold(IrCtx *c, IrGraph *g) { return pass_rewrite(c, g, fold_rule, NULL); }
+IrGraph *pass_fold_limits(IrCtx *c, IrGraph *g, const FoldLimits *lim) { return pass_rewrite(c, g, fold_rule, (void *)lim); }
+IrGraph *pass_fold(IrCtx *c, IrGraph *g) { return pass_fold_limits(c, g, &pipeline_limits); }

@@ -4,7 +4,6 @@
 // dtypes and values in exact arithmetic; assumes hand-written one-hot labels
 // lie in [0, classes) when it fuses a cross-entropy.
 #include "passes.h"
-#include <string.h>
 
 // ---- helpers ----------------------------------------------------------------------
 static int is_k(const Node *n, double v) {
@@ -25,7 +24,7 @@ static Node *other_than(const Node *n, double v) {
 
 static int is_int(DType t) { return t == DT_I32 || t == DT_I64; }
 
-// x with one axis of size 1 inserted at `axis`: is r that shape?
+// Has r x's shape with `axis` set to 1 (a per-row value kept in place)?
 static int is_kept(const Node *r, const Node *x, int axis) {
   if (r->ndim != x->ndim) return 0;
   for (int d = 0; d < x->ndim; d++)

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int fails;
+static int fails, passes;
 
 // void * <-> function pointers by memcpy: POSIX makes it work, -Wpedantic stays quiet.
 #define AS_FN(type, var, ptr) type var; memcpy(&var, &(ptr), sizeof var)
@@ -24,6 +24,7 @@ static int fails;
     printf("%s - ", ok_ ? "ok" : "FAIL");                         \
     printf(__VA_ARGS__);                                          \
     printf("\n");                                                 \
+    if (ok_) passes++;                                            \
     if (!ok_) fails++, printf("  at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
   } while (0)
 
@@ -434,6 +435,6 @@ int main(void) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);  // our own mkdtemp dir only
   if (system(cmd)) printf("# could not remove %s\n", root);
-  printf("%s\n", fails ? "FAIL" : "ok - all");
+  printf("%d passed, %d failed\n", passes, fails);
   return fails ? 1 : 0;
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The test suite: unit tests, language and error-message tests, REPL tests,
+# forward values against NumPy, gradient checks against finite differences;
+# in the optimized build and again under AddressSanitizer + UBSan
+# (KILN_TEST_ASAN=0 skips the second). Ends with "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")"
+scripts/deps.sh || exit 1
+total_pass=0; total_fail=0
+# One suite: runs a command, shows its output, adds up its closing
+# "N passed, N failed" line (a suite that dies without one counts as 1 failed).
+suite() {
+  local name=$1; shift
+  echo "=== $name"
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  printf '%s\n' "$out" | grep -v '^ok' | grep -v '^#' | tail -n 40
+  local line p f
+  line=$(printf '%s\n' "$out" | grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+  if [ -n "$line" ]; then
+    p=$(echo "$line" | sed -E 's/.*[^0-9]?([0-9]+) passed.*/\1/'); f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+  else p=0; f=1; fi
+  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+}
+run_suites() {  # build dir, label
+  local b=$1 l=$2
+  for t in jit runtime parser autodiff passes api; do
+    [ -x "$b/tests/test_$t" ] && suite "$l $t" "$b/tests/test_$t" "$PWD/tests/golden"
+  done
+  suite "$l language" tests/run_lang.sh "$b/kiln"
+  suite "$l repl" .venv/bin/python tests/test_repl.py "$b/kiln"
+  suite "$l ops vs numpy" .venv/bin/python tests/test_ops.py "$b/kiln"
+  suite "$l gradcheck" .venv/bin/python tests/test_gradcheck.py "$b/kiln"
+}
+# A private compile cache, so tests see the compiler run and nothing stale.
+export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
+scripts/build.sh build || { echo "0 passed, 1 failed"; exit 1; }
+run_suites build optimized
+if [ "${KILN_TEST_ASAN:-1}" != 0 ]; then
+  scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false || { echo "$total_pass passed, $((total_fail + 1)) failed"; exit 1; }
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  KILN_CACHE_DIR=$PWD/build-asan/test-cache run_suites build-asan asan
+fi
+echo "$total_pass passed, $total_fail failed"
+[ $total_fail -eq 0 ]

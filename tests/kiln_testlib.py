@@ -1,0 +1,347 @@
+"""Shared helpers for the Python test scripts (test_ops.py, test_gradcheck.py).
+
+A Suite collects checks. Each check is some Kiln source (setup lines: function
+definitions, assignments) plus one print statement whose values are handed
+back, parsed, to a Python verifier. All checks of a suite go into ONE
+generated .kiln program, run by one kiln process, so the run time is one
+process start plus one graph compile per printed value (the disk cache makes
+reruns fast). When kiln stops early (an error, a crash, a hang) the check it
+stopped in is marked failed with kiln's message and the checks after it run
+again in a fresh program, so one bug costs one check, not the whole suite.
+
+Output: one line per check, `ok  NAME` or `FAIL NAME: details`, then
+`N passed, N failed`; exit status 1 when anything failed.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+# ---- writing values into a program ----------------------------------------------
+
+
+def num(v, dtype="f32"):
+    """One number as Kiln source text.
+
+    Float literals are f32 in Kiln (a literal cast to f64 keeps its f32 value),
+    so f32/f64 values must already be f32-representable: use f32() on inputs.
+    repr() of the (exactly f32) double gives the value exactly."""
+    if dtype in ("i32", "i64"):
+        return str(int(v))
+    if dtype == "bool":
+        return "true" if v else "false"
+    v = float(v)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError("nan/inf cannot be written as a literal")
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v)) + ("" if v or not np.signbit(v) else "")
+    return repr(v)
+
+
+def _nested(a, dtype):
+    if a.ndim == 0:
+        return num(a.item(), dtype)
+    return "[" + ", ".join(_nested(s, dtype) for s in a) + "]"
+
+
+def lit(a, dtype=None):
+    """A NumPy array (or number, or nested list) as a Kiln expression of that
+    dtype: a tensor literal, with cast(..., dtype) unless it is f32. Empty
+    arrays become zeros(shape, dtype=...)."""
+    a = np.asarray(a)
+    if dtype is None:
+        # floats are written as f32 (what a bare literal is), integers as i32
+        dtype = "bool" if a.dtype == bool else "i32" if a.dtype.kind in "iu" else "f32"
+    if a.size == 0:
+        return "zeros([%s], dtype=%s)" % (", ".join(str(d) for d in a.shape), dtype)
+    if dtype == "bool":
+        body = _nested(a.astype(bool), "bool")
+        return body if a.ndim else "cast(%s, bool)" % body
+    if dtype in ("f32", "f64"):
+        body = _nested(np.asarray(a, np.float64), "f32")
+    else:
+        body = _nested(np.asarray(a, np.int64), dtype)
+    if dtype == "f32" and a.ndim > 0:
+        return body
+    return "cast(%s, %s)" % (body, dtype)
+
+
+def f32(a):
+    """Round to f32 and widen to f64: values a Kiln literal holds exactly."""
+    return np.asarray(a, np.float32).astype(np.float64)
+
+
+# ---- reading printed values back ------------------------------------------------
+
+_TOK = re.compile(r"-?\binf\b|\bnan\b")
+
+
+def parse_value(text):
+    """One printed value (nested lists, %g numbers, true/false, nan, inf) as a
+    NumPy array: bool for bools, float64 otherwise."""
+    t = text.strip()
+    js = _TOK.sub(lambda m: {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[m.group(0)], t)
+    v = json.loads(js)
+    a = np.array(v)
+    if a.dtype == object:
+        raise ValueError("ragged value: " + text[:200])
+    if a.dtype == bool:
+        return a
+    return a.astype(np.float64)
+
+
+def short(a, n=300):
+    s = np.array2string(np.asarray(a), precision=8, threshold=40, max_line_width=10**6)
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[:n] + "..."
+
+
+# ---- verifiers: given the parsed values, return None (pass) or a message ----------
+
+
+def expect_close(want, rtol=1e-5, atol=1e-6, shape=None):
+    want = np.asarray(want)
+    wshape = want.shape if shape is None else tuple(shape)
+
+    def check(vals):
+        got = vals[0]
+        if got.size == 0 and want.size == 0:
+            return None
+        if got.shape != wshape:
+            return "shape %s, expected %s (got %s)" % (got.shape, wshape, short(got))
+        if want.dtype == bool or got.dtype == bool:
+            if got.dtype != bool:
+                return "expected bools %s, got %s" % (short(want), short(got))
+            if not np.array_equal(got, want):
+                return "got %s, expected %s" % (short(got), short(want))
+            return None
+        w = want.astype(np.float64)
+        if not np.allclose(got, w, rtol=rtol, atol=atol, equal_nan=True) or \
+                not np.array_equal(np.isnan(got), np.isnan(w)):
+            with np.errstate(invalid="ignore"):
+                err = np.nanmax(np.abs(got - w)) if got.size else 0
+            return "got %s, expected %s (max abs err %.3g)" % (short(got), short(w), err)
+        return None
+    return check
+
+
+def _g(v):
+    return v if not np.isfinite(v) else float("%g" % v)
+
+
+def expect_exact(want, shape=None):
+    """Exactly the expected values, as the printer shows them: a float prints
+    with %g (6 significant digits), an integer with all its digits."""
+    want = np.asarray(want)
+    base = expect_close(want, rtol=0, atol=0, shape=shape)
+
+    def check(vals):
+        m = base(vals)
+        if m is None or want.dtype == bool or vals[0].dtype == bool or vals[0].shape != want.shape:
+            return m
+        w = want.astype(np.float64)
+        shown = np.vectorize(_g, otypes=[np.float64])(w) if w.size else w
+        ok = (vals[0] == w) | (vals[0] == shown) | (np.isnan(vals[0]) & np.isnan(w))
+        return None if ok.all() else m
+    return check
+
+
+def expect_f64(ref32, want, rtol=1e-11, atol=1e-300):
+    """For a printed residual r = kiln_value - ref32 (ref32: want rounded to f32,
+    subtracted inside Kiln in f64): kiln_value = ref32 + r, which recovers ~13
+    significant digits although the printer shows 6."""
+    want = np.asarray(want, np.float64)
+    ref32 = np.asarray(ref32, np.float64)
+
+    def check(vals):
+        r = vals[0]
+        if r.shape != want.shape:
+            return "shape %s, expected %s" % (r.shape, want.shape)
+        got = ref32 + r
+        bad = ~(np.abs(got - want) <= atol + rtol * np.abs(want))
+        if bad.any():
+            rel = np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-300))
+            return "f64 value off by rel %.3g (limit %.1g): got %s, expected %s" % (
+                rel, rtol, short(got), short(want))
+        return None
+    return check
+
+
+def expect_small(tol, what="error"):
+    """The first printed value is a scalar that must be <= tol (and not nan)."""
+    def check(vals):
+        e = vals[0]
+        if e.shape != ():
+            return "expected a scalar %s, got %s" % (what, short(e))
+        if not (float(e) <= tol):
+            return "%s %.3g > %.1g" % (what, float(e), tol)
+        return None
+    return check
+
+
+def all_of(*checks):
+    """Verifiers applied to successive printed values (check i gets value i)."""
+    def check(vals):
+        if len(vals) < len(checks):
+            return "printed %d values, expected %d" % (len(vals), len(checks))
+        for i, c in enumerate(checks):
+            m = c(vals[i:])
+            if m:
+                return m if len(checks) == 1 else "value %d: %s" % (i, m)
+        return None
+    return check
+
+
+# ---- the suite ---------------------------------------------------------------------
+
+
+class Check:
+    def __init__(self, name, setup, exprs, verify):
+        self.name, self.setup, self.exprs, self.verify = name, setup, exprs, verify
+
+
+class Suite:
+    def __init__(self, kiln, timeout=300):
+        self.kiln = os.path.abspath(kiln)
+        self.timeout = timeout
+        self.checks = []
+        self.names = set()
+        self.n = 0
+        self.passed = 0
+        self.failed = 0
+        self.failures = []
+
+    def fresh(self, base="t"):
+        """A new, unused Kiln identifier."""
+        self.n += 1
+        return "%s_%d" % (base, self.n)
+
+    def add(self, name, setup, exprs, verify):
+        """setup: Kiln source lines (str or list); exprs: the expression(s) to
+        print (str or list); verify: function(list of arrays) -> None | message."""
+        if name in self.names:
+            raise ValueError("duplicate check name " + name)
+        self.names.add(name)
+        if isinstance(setup, str):
+            setup = [l for l in setup.split("\n") if l.strip()]
+        if isinstance(exprs, str):
+            exprs = [exprs]
+        self.checks.append(Check(name, list(setup), list(exprs), verify))
+
+    # Checks run in batches; a batch is one program.
+    def _program(self, checks):
+        lines, owner = [], []
+        for i, c in enumerate(checks):
+            for l in c.setup:
+                lines.append(l)
+                owner.append(i)
+            items = ['"@@%d"' % i]
+            for j, e in enumerate(c.exprs):
+                if j:
+                    items.append('"|"')
+                items.append(e)
+            lines.append("print " + ", ".join(items))
+            owner.append(i)
+        return "\n".join(lines) + "\n", owner
+
+    def _report(self, c, msg):
+        if msg is None:
+            self.passed += 1
+            print("ok  " + c.name)
+        else:
+            self.failed += 1
+            msg = " ".join(str(msg).split())
+            if len(msg) > 600:
+                msg = msg[:600] + "..."
+            self.failures.append((c.name, msg))
+            print("FAIL %s: %s" % (c.name, msg))
+        sys.stdout.flush()
+
+    def _run_batch(self, checks, tmpdir):
+        """Runs checks; returns the ones that still need running."""
+        src, owner = self._program(checks)
+        path = os.path.join(tmpdir, "batch.kiln")
+        with open(path, "w") as f:
+            f.write(src)
+        try:
+            p = subprocess.run([self.kiln, "run", path], capture_output=True, text=True,
+                               timeout=self.timeout)
+            out, err, rc = p.stdout, p.stderr, p.returncode
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = "kiln timed out after %ds" % self.timeout
+            rc = None
+        got = {}
+        for line in out.split("\n"):
+            if line.startswith("@@"):
+                tag, _, rest = line.partition(" ")
+                try:
+                    got[int(tag[2:])] = rest
+                except ValueError:
+                    pass
+        done = 0
+        for i, c in enumerate(checks):
+            if i not in got:
+                break
+            try:
+                vals = [parse_value(t) for t in got[i].split(" | ")]
+                msg = c.verify(vals)
+            except Exception as e:  # unparsable output or a verifier crash
+                msg = "could not check the output %r: %s: %s" % (got[i][:200], type(e).__name__, e)
+            self._report(c, msg)
+            done = i + 1
+        if done == len(checks):
+            if rc != 0:
+                # Everything printed but kiln still failed (e.g. at exit).
+                self._report(Check("exit status", [], [], None),
+                             "kiln exited with status %s after the last check: %s" % (rc, err.strip()[:300]))
+            return []
+        # kiln stopped in checks[done] (or, for an error with a location, in the
+        # check that owns that line: a parse error stops the whole program).
+        blame = done
+        m = re.search(r"batch\.kiln:(\d+):(\d+): error", err)
+        if m:
+            ln = int(m.group(1)) - 1
+            if 0 <= ln < len(owner) and owner[ln] >= done:
+                blame = owner[ln]
+        why = err.strip()
+        if rc is not None and rc < 0:
+            why = "kiln crashed (signal %d) %s" % (-rc, why)
+        elif rc is not None:
+            why = "kiln exited with status %d: %s" % (rc, why)
+        first_line = why.split("\n")[0]
+        if m:  # the message plus the offending source line
+            first_line = " ".join(why.split("\n")[:2])
+        if not why:
+            first_line = "kiln stopped (status %s) without printing the value" % rc
+        self._report(checks[blame], first_line)
+        return checks[done:blame] + checks[blame + 1:]
+
+    def run(self):
+        t0 = time.time()
+        pending = self.checks
+        with tempfile.TemporaryDirectory(prefix="kiln_test_") as tmp:
+            while pending:
+                pending = self._run_batch(pending, tmp)
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.stdout.flush()
+        sys.stderr.write("(%.1f s)\n" % (time.time() - t0))
+        return 1 if self.failed else 0
+
+
+def main(build):
+    """Common entry point: build(suite, rng) adds the checks."""
+    if len(sys.argv) < 2:
+        sys.stderr.write("usage: %s PATH/TO/kiln [NAME-SUBSTRING]\n" % sys.argv[0])
+        sys.exit(2)
+    s = Suite(sys.argv[1])
+    rng = np.random.default_rng(20240611)
+    build(s, rng)
+    if len(sys.argv) > 2:
+        s.checks = [c for c in s.checks if sys.argv[2] in c.name]
+    sys.exit(s.run())

@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""Every differentiable Kiln op's gradient against central finite differences.
+
+Usage: python3 tests/test_gradcheck.py build/kiln [NAME-SUBSTRING]
+
+Everything is computed by Kiln itself, in f64. For a check of OP with inputs
+A (f32-representable values written as f64 literals) and fixed random f64
+weights W (so that the gradient is not trivially ones):
+
+    F(a, b) = sum(OP(a, b) * W)
+    G = grad(F, k)(A, B)
+    FD = sum over i of (F(.., X + h*E_i, ..) - F(.., X - h*E_i, ..)) / (2h) * E_i
+
+where X is argument k and E_i its i-th one-hot tensor (an f64 literal), and the
+program prints max(abs(G - FD)) / (max(abs(FD)) + 1e-12) and G itself (for its
+shape). FD is assembled as a sum of scalar * one-hot terms so that it depends
+on nothing but + * - / and F; h = 1e-6, which puts the FD error near 1e-10
+relative, and the tolerance is 1e-6 unless a check says otherwise.
+Inputs stay away from kinks (abs, relu, floor, max ties, ...).
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kiln_testlib import lit, f32, main  # noqa: E402
+
+H = "1e-6"
+TOL = 1e-6
+
+
+def verify(tol, shape):
+    def check(vals):
+        err = vals[0]
+        if err.shape != ():
+            return "expected a scalar error, got %s" % err
+        if len(vals) > 1 and vals[1].shape != tuple(shape):
+            return "gradient has shape %s, the argument %s" % (vals[1].shape, tuple(shape))
+        if not (float(err) <= tol):
+            return "relative error %.3g > %.1g (gradient vs central differences)" % (float(err), tol)
+        return None
+    return check
+
+
+class GC:
+    def __init__(self, S, rng):
+        self.S, self.rng = S, rng
+
+    def weights(self, shape):
+        return f32(self.rng.uniform(0.5, 1.5, shape) * np.where(self.rng.random(shape) < 0.5, -1, 1))
+
+    def core(self, name, setup, fname, args, argnum=0, tol=TOL, fd_fname=None, fd_h=H):
+        """setup defines fname (and fd_fname, the function to difference; by
+        default fname). args: list of (array, dtype)."""
+        S = self.S
+        lines = list(setup)
+        names = []
+        for i, (v, dt) in enumerate(args):
+            n = S.fresh("A")
+            lines.append("%s = %s" % (n, lit(v, dt)))
+            names.append(n)
+        g = S.fresh("G")
+        lines.append("%s = grad(%s, %d)(%s)" % (g, fname, argnum, ", ".join(names)))
+        x = np.asarray(args[argnum][0])
+        fdf = fd_fname or fname
+        terms = []
+        for i in range(x.size):
+            e = np.zeros(x.size)
+            e[i] = 1
+            e = e.reshape(x.shape)
+            en = lit(e, "f64") if x.ndim else "cast(1, f64)"
+            plus = list(names)
+            minus = list(names)
+            plus[argnum] = "%s + %s * %s" % (names[argnum], fd_h, en)
+            minus[argnum] = "%s - %s * %s" % (names[argnum], fd_h, en)
+            terms.append("(%s(%s) - %s(%s)) / (2 * %s) * %s" % (fdf, ", ".join(plus), fdf, ", ".join(minus), fd_h, en))
+        fd = S.fresh("FD")
+        lines.append("%s = %s" % (fd, " + ".join(terms)))
+        S.add("grad " + name, lines,
+              ["max(abs(%s - %s)) / (max(abs(%s)) + 1e-12)" % (g, fd, fd), g],
+              verify(tol, x.shape))
+
+    def op(self, name, kexpr, np_fn, args, argnum=0, tol=TOL, params="a, b, c"):
+        """F(params) = sum((kexpr) * W) with W random of the output's shape."""
+        vals = [np.asarray(v) for v, _ in args]
+        out = np.asarray(np_fn(*vals))
+        fn, wn = self.S.fresh("F"), self.S.fresh("W")
+        p = ", ".join(params.split(", ")[:len(args)])
+        setup = ["%s = %s" % (wn, lit(self.weights(out.shape), "f64")),
+                 "%s(%s) = sum((%s) * %s)" % (fn, p, kexpr, wn)]
+        self.core(name, setup, fn, args, argnum, tol)
+
+
+def away_from(rng, shape, kinks, lo=-2.5, hi=2.5, gap=0.1):
+    """Uniform values at least gap away from every point in kinks."""
+    x = rng.uniform(lo, hi, shape)
+    for _ in range(100):
+        bad = np.zeros(np.shape(x), bool)
+        for k in kinks:
+            bad |= np.abs(x - k) < gap
+        if not bad.any():
+            break
+        x = np.where(bad, rng.uniform(lo, hi, np.shape(x)), x)
+    return f32(x)
+
+
+def _any(rng, s):
+    return f32(rng.uniform(-2, 2, s))
+
+
+UNARY = {
+    "neg": (lambda x: -x, _any),
+    "exp": (np.exp, _any),
+    "log": (np.log, lambda r, s: f32(r.uniform(0.2, 3, s))),
+    "log1p": (np.log1p, lambda r, s: f32(r.uniform(-0.8, 3, s))),
+    "expm1": (np.expm1, _any),
+    "sqrt": (np.sqrt, lambda r, s: f32(r.uniform(0.2, 3, s))),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), lambda r, s: f32(r.uniform(0.2, 3, s))),
+    "abs": (np.abs, lambda r, s: away_from(r, s, [0])),
+    "sign": (np.sign, lambda r, s: away_from(r, s, [0])),
+    "tanh": (np.tanh, _any),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda r, s: f32(r.uniform(-4, 4, s))),
+    "relu": (lambda x: np.maximum(x, 0), lambda r, s: away_from(r, s, [0])),
+    "softplus": (lambda x: np.logaddexp(0, x), lambda r, s: f32(r.uniform(-4, 4, s))),
+    "sin": (np.sin, _any),
+    "cos": (np.cos, _any),
+    "floor": (np.floor, lambda r, s: away_from(r, s, range(-3, 4))),
+    "ceil": (np.ceil, lambda r, s: away_from(r, s, range(-3, 4))),
+    "round": (np.round, lambda r, s: away_from(r, s, np.arange(-3.5, 4))),
+}
+
+
+def unary(T, rng):
+    for op, (fn, dom) in UNARY.items():
+        for s in ((2, 3), (5,), ()):
+            x = dom(rng, s)
+            sh = "x".join(map(str, s)) or "scalar"
+            T.op("%s %s" % (op, sh), "%s(a)" % op, fn, [(x, "f64")])
+    x = _any(rng, (2, 3))
+    T.op("unary minus operator", "-a", lambda a: -a, [(x, "f64")])
+    T.op("exp of a 1x1x1", "exp(a)", np.exp, [(_any(rng, (1, 1, 1)), "f64")])
+    T.op("composite tanh(sin(a)) * exp(-a^2)", "tanh(sin(a)) * exp(-a ^ 2)", lambda a: a, [(x, "f64")])
+
+
+BIN = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+    "^": lambda a, b: a ** b, "maximum": np.maximum, "minimum": np.minimum,
+}
+BSHAPES = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 3)), ((2, 3), ()), ((3, 1, 2), (2,)),
+           ((1,), (2, 2))]
+
+
+def binary(T, rng):
+    for op, fn in BIN.items():
+        for sa, sb in BSHAPES:
+            a = _any(rng, sa)
+            b = _any(rng, sb)
+            if op == "/":
+                b = away_from(rng, sb, [0], gap=0.3)
+            if op == "^":
+                a = f32(rng.uniform(0.3, 2.5, sa))
+            if op in ("maximum", "minimum"):
+                for _ in range(100):   # no ties, not even close ones
+                    if np.min(np.abs(np.subtract(a, b))) > 0.05:
+                        break
+                    b = _any(rng, sb)
+            kexpr = "%s(a, b)" % op if op in ("maximum", "minimum") else "a %s b" % op
+            tag = "%s %s" % ("x".join(map(str, sa)) or "s", "x".join(map(str, sb)) or "s")
+            for k in (0, 1):
+                T.op("%s %s wrt %s" % (op, tag, "ab"[k]), kexpr, fn, [(a, "f64"), (b, "f64")], argnum=k)
+    # powers with constant exponents, including negative bases
+    x = away_from(rng, (2, 3), [0], gap=0.2)
+    for e in ("2", "3", "-1", "0.5 * 2", "-2"):
+        T.op("pow a ^ %s (negative bases)" % e, "a ^ (%s)" % e, lambda a: a, [(x, "f64")])
+    p = f32(rng.uniform(0.3, 2, (2, 3)))
+    T.op("pow a ^ 0.5", "a ^ 0.5", np.sqrt, [(p, "f64")])
+    T.op("pow 2 ^ a", "2 ^ a", np.exp, [(x, "f64")])
+    T.op("pow a ^ a", "a ^ a", np.exp, [(p, "f64")])
+    T.op("pow call", "pow(a, b)", lambda a, b: a ** b, [(p, "f64"), (x, "f64")], argnum=1)
+    for op in ("add", "sub", "mul", "div"):
+        T.op("%s call wrt b" % op, "%s(a, b)" % op, lambda a, b: a * b, [(x, "f64"), (p, "f64")], argnum=1)
+    T.op("same tensor both sides a * a", "a * a", lambda a: a, [(x, "f64")])
+    T.op("same tensor a / (a + 3)", "a / (a + 3)", lambda a: a, [(p, "f64")])
+    # where: the condition is a constant, both branches differentiable
+    c = rng.random((2, 1)) < 0.5
+    c[0, 0], c[1, 0] = True, False
+    a = _any(rng, (2, 3))
+    b = _any(rng, (3,))
+    cl = lit(c, "bool")
+    for k in (0, 1):
+        T.op("where broadcast wrt %s" % "ab"[k], "where(%s, a, b)" % cl, lambda a, b: np.where(c, a, b),
+             [(a, "f64"), (b, "f64")], argnum=k)
+    T.op("where from a comparison", "where(a > 0, a ^ 2, -a)", lambda a: a, [(away_from(rng, (2, 3), [0]), "f64")])
+    T.op("where scalar branch", "where(a > 0, a, 0)", lambda a: a, [(away_from(rng, (5,), [0]), "f64")])
+
+
+def reductions(T, rng):
+    # 3-D inputs have 24 elements, so 48 evaluations of F each: a few axis
+    # choices per op keep the compile time down while covering int, negative,
+    # multiple and no axes across the ops.
+    cases = {"sum": [None, 1, (0, 2), -1], "mean": [None, 0, (-1, -2)], "prod": [None, 2, (0, 1)],
+             "max": [None, 1, (0, 2)], "min": [None, -1, (1, 2)]}
+    fns = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean}
+    for op, fn in fns.items():
+        for shape, axes in (((2, 3, 4), cases[op]), ((3, 4), [None, 0, 1, -1]), ((5,), [None, 0])):
+            for ax in axes:
+                x = f32(rng.uniform(0.5, 1.5, shape) * np.where(rng.random(shape) < 0.3, -1, 1))
+                kw = "" if ax is None else ", axis=%s" % (list(ax) if isinstance(ax, tuple) else ax)
+                sh = "x".join(map(str, shape))
+                T.op("%s %s axis=%s" % (op, sh, ax if not isinstance(ax, tuple) else list(ax)),
+                     "%s(a%s)" % (op, kw), lambda a, ax=ax, fn=fn: fn(a, axis=ax), [(x, "f64")])
+        x = f32(rng.uniform(0.5, 1.5, (3, 4)))
+        T.op("%s keepdims" % op, "%s(a, axis=1, keepdims=true)" % op, lambda a, fn=fn: fn(a, axis=1, keepdims=True),
+             [(x, "f64")])
+    # prod with zeros: d/dx_i is the product of the others (no division by x_i)
+    z = f32([[0.5, 0.0, 2.0], [1.5, -1.0, 0.75]])
+    T.op("prod with one zero", "prod(a, axis=1)", lambda a: np.prod(a, 1), [(z, "f64")])
+    z2 = f32([[0.5, 0.0, 0.0], [0.0, -1.0, 0.75]])
+    T.op("prod with two zeros", "prod(a)", np.prod, [(z2, "f64")])
+    # sum of a broadcast, mean over a batch of 1
+    T.op("mean over a batch of 1", "mean(a, axis=0)", lambda a: np.mean(a, 0), [(_any(rng, (1, 4)), "f64")])
+    T.op("sum then broadcast", "a - mean(a, axis=1, keepdims=true)", lambda a: a, [(_any(rng, (2, 3)), "f64")])
+    T.op("variance", "mean((a - mean(a)) ^ 2)", np.var, [(_any(rng, (7,)), "f64")])
+    T.op("normalize by max", "a / max(a, axis=0)", lambda a: a, [(f32(rng.uniform(0.5, 2, (3, 2))), "f64")])
+
+
+def movement(T, rng):
+    x = _any(rng, (2, 3, 4))
+    for s in ([-1], [4, -1, 3]):
+        T.op("reshape %s" % s, "reshape(a, %s)" % s, lambda a, s=s: a.reshape(s), [(x, "f64")])
+    T.op("flatten", "flatten(a)", lambda a: a.reshape(2, -1), [(x, "f64")])
+    T.op("reshape 2-D [3, -1, 1]", "reshape(a, [3, -1, 1])", lambda a: a.reshape(3, -1, 1), [(x[0], "f64")])
+    for p in ((1, 0, 2), (2, 0, 1), (0, 2, 1)):
+        T.op("transpose %s" % (p,), "transpose(a, %s)" % list(p), lambda a, p=p: np.transpose(a, p), [(x, "f64")])
+    T.op("transpose default", "transpose(a)", np.transpose, [(x, "f64")])
+    y = _any(rng, (5, 6))
+    for ix in ("::2", "::-1", "1:4", "-1", "1:, ::-2", ":, 4:0:-2", "::2, ::3", "-2:, 1", "1, ::-1", "3:0:-1, -3:"):
+        T.op("slice a[%s]" % ix, "a[%s]" % ix, lambda a, ix=ix: eval("a[%s]" % ix), [(y, "f64")])
+    T.op("slice 3-D a[:, ::-1, 1::2]", "a[:, ::-1, 1::2]", lambda a: a[:, ::-1, 1::2], [(x, "f64")])
+    T.op("slice overlapping uses", "a[1:] * a[:-1]", lambda a: a[1:] * a[:-1], [(y, "f64")])
+    a = _any(rng, (2, 3))
+    b = _any(rng, (2, 2))
+    for k in (0, 1):
+        T.op("concat axis 1 wrt %s" % "ab"[k], "concat([a, b, a], axis=1)",
+             lambda a, b: np.concatenate([a, b, a], 1), [(a, "f64"), (b, "f64")], argnum=k)
+    T.op("concat axis 0 with itself", "concat([a, a * a], axis=0)", lambda a: np.concatenate([a, a]), [(a, "f64")])
+    T.op("concat axis -1 3-D", "concat([a, sin(a)], axis=-1)", lambda a: np.concatenate([a, a], -1), [(x, "f64")])
+    T.op("stack axis 0", "stack([a, a * a])", lambda a: np.stack([a, a]), [(a, "f64")])
+    T.op("stack axis -1", "stack([a, exp(a), a], axis=-1)", lambda a: np.stack([a, a, a], -1), [(a, "f64")])
+    for src, dst in (((3,), (2, 3)), ((3, 1), (2, 3, 4)), ((), (2, 2)), ((1, 4), (3, 4))):
+        T.op("broadcast_to %s -> %s" % (src, dst), "broadcast_to(a, %s)" % list(dst),
+             lambda a, dst=dst: np.broadcast_to(a, dst), [(_any(rng, src), "f64")])
+
+
+def matmuls(T, rng):
+    cases = [((2, 3), (3, 4)), ((2, 2, 3), (2, 3, 2)), ((2, 3), (2, 3, 2)), ((1, 2, 3), (2, 3, 2)),
+             ((2, 1, 1, 3), (2, 3, 2)), ((3,), (3, 2)), ((2, 3), (3,)), ((3,), (3,)), ((2, 2, 3), (3,)),
+             ((1, 1), (1, 1))]
+    for sa, sb in cases:
+        a = _any(rng, sa)
+        b = _any(rng, sb)
+        tag = "%s @ %s" % ("x".join(map(str, sa)), "x".join(map(str, sb)))
+        # (each check compiles 2N matmuls: the larger broadcast cases check one side)
+        for k in {"1x2x3 @ 2x3x2": (0,), "2x1x1x3 @ 2x3x2": (1,), "1x1 @ 1x1": (1,)}.get(tag, (0, 1)):
+            T.op("matmul %s wrt %s" % (tag, "ab"[k]), "a @ b", np.matmul, [(a, "f64"), (b, "f64")], argnum=k)
+    a = _any(rng, (3, 3))
+    T.op("matmul a @ a", "a @ a", lambda a: a @ a, [(a, "f64")])
+    T.op("matmul a @ transpose(a)", "a @ transpose(a)", lambda a: a @ a.T, [(a, "f64")])
+
+
+def logsoftmax_np(x, axis):
+    return x - np.log(np.sum(np.exp(x), axis=axis, keepdims=True))
+
+
+def rows(T, rng):
+    # Row ops compile to big kernels, and F is evaluated 2N times, so the 3-D
+    # cases use 12 elements: the axis worked on has size 3, the others 2.
+    for ax, shape in ((0, (3, 2, 2)), (1, (2, 3, 2)), (-1, (2, 2, 3))):
+        x = f32(rng.uniform(-3, 3, shape))
+        sh = "x".join(map(str, shape))
+        T.op("softmax %s axis=%d" % (sh, ax), "softmax(a, axis=%d)" % ax, lambda a: a, [(x, "f64")])
+        T.op("log_softmax %s axis=%d" % (sh, ax), "log_softmax(a, axis=%d)" % ax, lambda a: a, [(x, "f64")])
+        T.op("logsumexp %s axis=%d" % (sh, ax), "logsumexp(a, axis=%d)" % ax,
+             lambda a, ax=ax: np.sum(a, axis=ax), [(x, "f64")])
+    x2 = f32(rng.uniform(-3, 3, (3, 4)))
+    for ax in (0, 1):
+        T.op("softmax 3x4 axis=%d" % ax, "softmax(a, axis=%d)" % ax, lambda a: a, [(x2, "f64")])
+        T.op("log_softmax 3x4 axis=%d" % ax, "log_softmax(a, axis=%d)" % ax, lambda a: a, [(x2, "f64")])
+        T.op("logsumexp 3x4 axis=%d" % ax, "logsumexp(a, axis=%d)" % ax, lambda a, ax=ax: np.sum(a, axis=ax),
+             [(x2, "f64")])
+    T.op("logsumexp keepdims", "logsumexp(a, axis=1, keepdims=true)", lambda a: np.sum(a, 1, keepdims=True),
+         [(x2, "f64")])
+    v = f32(rng.uniform(-3, 3, (5,)))
+    T.op("softmax 1-D", "softmax(a)", lambda a: a, [(v, "f64")])
+    T.op("log_softmax 1-D", "log_softmax(a)", lambda a: a, [(v, "f64")])
+    T.op("logsumexp 1-D", "logsumexp(a)", lambda a: np.sum(a), [(v, "f64")])
+    T.op("softmax large logits", "softmax(a)", lambda a: a, [(f32([[500.0, 501.0, 499.5], [-700.0, -701.0, -699.0]]), "f64")])
+    T.op("logsumexp large logits", "logsumexp(a, axis=1)", lambda a: a.sum(1),
+         [(f32([[500.0, 501.0, 499.5], [-700.0, -701.0, -699.0]]), "f64")])
+    # softmax_cross_entropy w.r.t. the logits; labels are an i32 argument
+    for shape in ((3, 4), (1, 5), (2, 2, 3), (4, 1)):
+        lg = f32(rng.uniform(-3, 3, shape))
+        lab = rng.integers(0, shape[-1], shape[:-1])
+        T.op("sce %s" % "x".join(map(str, shape)), "softmax_cross_entropy(a, b)", lambda a, b: b.astype(float),
+             [(lg, "f64"), (lab, "i32")])
+    lg = f32(rng.uniform(-3, 3, (3, 4)))
+    lab = np.array([0, 3, 1])
+    T.op("sce i64 labels", "softmax_cross_entropy(a, b)", lambda a, b: b.astype(float), [(lg, "f64"), (lab, "i64")])
+    T.op("sce mean", "mean(softmax_cross_entropy(a, b))", lambda a, b: 0.0, [(lg, "f64"), (lab, "i32")])
+    T.op("sce large logits", "softmax_cross_entropy(a, b)", lambda a, b: b.astype(float),
+         [(f32([[800.0, 801.0, 799.0], [-600.0, -601.0, -600.5]]), "f64"), (np.array([2, 0]), "i32")])
+    T.op("sce labels literal", "softmax_cross_entropy(a, cast([1, 0, 3], i32))", lambda a: a.sum(1), [(lg, "f64")])
+
+
+def casts(T, rng):
+    S = T.S
+    x = f32(rng.uniform(-2, 2, (2, 3)))
+    w = lit(T.weights((2, 3)), "f64")
+    # Through f32 the gradient carries f32 rounding (~1e-7 relative), so these
+    # compare with the f64 reference function's differences at 1e-5 instead.
+    for name, body, ref in (("cast f64->f32->f64 linear", "cast(cast(a, f32), f64)", "a"),
+                            ("cast f64->f32 tanh ->f64", "cast(tanh(cast(a, f32)), f64)", "tanh(a)"),
+                            ("cast f32 exp then f64 square", "cast(exp(cast(a, f32)), f64) ^ 2", "exp(a) ^ 2")):
+        fn, rf = S.fresh("F"), S.fresh("R")
+        T.core(name, ["%s(a) = sum(%s * %s)" % (fn, body, w), "%s(a) = sum(%s * %s)" % (rf, ref, w)],
+               fn, [(x, "f64")], tol=1e-5, fd_fname=rf)
+    T.op("cast f64->f64", "cast(a, f64)", lambda a: a, [(x, "f64")])
+    # mixed: an f32 argument differentiated in f32 (loose: f32 differences with h=1e-2)
+    fn = S.fresh("F")
+    T.core("f32 argument (f32 arithmetic)", ["%s(a) = sum(a * a * %s)" % (fn, lit(T.weights((2, 3))))], fn,
+           [(x, "f32")], tol=1e-3, fd_h="0.0078125")
+
+
+def second_order(T, rng):
+    S = T.S
+    x = f32(rng.uniform(-1.5, 1.5, (2, 3)))
+    for name, body in (("x^3", "a ^ 3"), ("tanh", "tanh(a)"), ("sigmoid", "sigmoid(a)"), ("exp*sin", "exp(a) * sin(a)"),
+                       ("softmax", "softmax(a)"), ("log_softmax axis 0", "log_softmax(a, axis=0)"),
+                       ("logsumexp", "logsumexp(a, axis=1)"), ("a @ transpose(a)", "a @ transpose(a)"),
+                       ("prod", "prod(a, axis=1)"), ("softplus", "softplus(a)"), ("sqrt(a^2 + 1)", "sqrt(a ^ 2 + 1)")):
+        out = {"logsumexp": (2,), "a @ transpose(a)": (2, 2), "prod": (2,)}.get(name, (2, 3))
+        f1, f2, w1, w2 = S.fresh("F"), S.fresh("F"), S.fresh("W"), S.fresh("W")
+        setup = ["%s = %s" % (w1, lit(T.weights(out), "f64")), "%s = %s" % (w2, lit(T.weights((2, 3)), "f64")),
+                 "%s(a) = sum((%s) * %s)" % (f1, body, w1),
+                 "%s(a) = sum(grad(%s)(a) * %s)" % (f2, f1, w2)]
+        T.core("second order %s" % name, setup, f2, [(x, "f64")])
+    # scalar higher order: d2/dt2 t^3 = 6t, d3 = 6
+    for name, body in (("t^3", "t ^ 3"), ("tanh(t)", "tanh(t)"), ("exp(t)*sin(t)", "exp(t) * sin(t)")):
+        f1 = S.fresh("F")
+        f2 = S.fresh("F")
+        T.core("second order scalar %s" % name, ["%s(t) = %s" % (f1, body), "%s(t) = grad(%s)(t)" % (f2, f1)],
+               f2, [(f32(0.7), "f64")])
+    f1, f2, f3 = S.fresh("F"), S.fresh("F"), S.fresh("F")
+    T.core("third order t^4", ["%s(t) = t ^ 4" % f1, "%s(t) = grad(%s)(t)" % (f2, f1),
+                               "%s(t) = grad(%s)(t)" % (f3, f2)], f3, [(f32(-1.3), "f64")])
+    # mixed partial: d/db of dF/da
+    f1, f2 = S.fresh("F"), S.fresh("F")
+    a = _any(rng, (3,))
+    b = _any(rng, (3,))
+    T.core("second order mixed partial", ["%s(a, b) = sum(sin(a * b) * a)" % f1,
+                                          "%s(a, b) = sum(grad(%s, 0)(a, b) * %s)" % (f2, f1, lit(T.weights((3,)), "f64"))],
+           f2, [(a, "f64"), (b, "f64")], argnum=1)
+
+
+def composite(T, rng):
+    S = T.S
+    X = f32(rng.standard_normal((4, 3)))
+    lab = rng.integers(0, 2, (4,))
+    W1 = f32(rng.standard_normal((3, 5)) * 0.5)
+    W2 = f32(rng.standard_normal((5, 2)) * 0.5)
+    fn = S.fresh("F")
+    setup = ["%s(w1, w2) = mean(softmax_cross_entropy(tanh(%s @ w1) @ w2, %s))" % (fn, lit(X, "f64"), lit(lab, "i32"))]
+    for k in (0, 1):
+        T.core("mlp loss wrt w%d" % (k + 1), setup, fn, [(W1, "f64"), (W2, "f64")], argnum=k)
+    fn = S.fresh("F")
+    T.core("block function", ["fn %s(a) {" % fn, "  h = relu(a * 2 - 0.1)", "  s = sum(h * h)", "  sqrt(s + 1)", "}"],
+           fn, [(away_from(rng, (2, 3), [0.05]), "f64")])
+    fn, g = S.fresh("F"), S.fresh("F")
+    T.core("function calling a function", ["%s(v) = v * sigmoid(v)" % g, "%s(a) = sum(%s(a) * %s(a + 1))" % (fn, g, g)],
+           fn, [(_any(rng, (5,)), "f64")])
+    fn = S.fresh("F")
+    T.core("layer norm", ["%s(a) = sum(((a - mean(a, axis=-1, keepdims=true)) / sqrt(mean((a - mean(a, axis=-1, keepdims=true)) ^ 2, axis=-1, keepdims=true) + 1e-5)) * %s)"
+                          % (fn, lit(T.weights((2, 4)), "f64"))], fn, [(_any(rng, (2, 4)), "f64")])
+    fn = S.fresh("F")
+    T.core("attention-like", ["%s(q) = sum(softmax(q @ transpose(q) / 2, axis=-1) @ q * %s)"
+                              % (fn, lit(T.weights((3, 2)), "f64"))], fn, [(_any(rng, (3, 2)), "f64")])
+
+
+def build(S, rng):
+    T = GC(S, rng)
+    unary(T, rng)
+    binary(T, rng)
+    reductions(T, rng)
+    movement(T, rng)
+    matmuls(T, rng)
+    rows(T, rng)
+    casts(T, rng)
+    second_order(T, rng)
+    composite(T, rng)
+
+
+if __name__ == "__main__":
+    main(build)

@@ -1,0 +1,720 @@
+#!/usr/bin/env python3
+"""Forward values of every Kiln op against NumPy.
+
+Usage: python3 tests/test_ops.py build/kiln [NAME-SUBSTRING]
+
+Inputs are random (fixed seed), rounded to f32 so that Kiln's literals hold
+them exactly, and written into one generated program; see kiln_testlib.py.
+f32 results are compared with rtol 1e-5 (the printer shows 6 significant
+digits). f64 results are checked to ~1e-11 relative: the program prints
+kiln_value - f32(reference) (computed in f64 inside Kiln), which the printer
+shows to 6 digits of a residual ~1e-8 of the value.
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kiln_testlib import (lit, f32, expect_close, expect_exact, expect_f64, expect_small,  # noqa: E402
+                          all_of, main)
+
+
+def softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def sigmoid(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+
+
+def log_softmax(x, axis):
+    m = np.max(x, axis=axis, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+
+
+def logsumexp(x, axis, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    r = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
+# name -> (numpy function, domain sampler)
+def _any(rng, s):
+    return rng.standard_normal(s) * 2
+
+
+def _pos(rng, s):
+    return rng.uniform(0.05, 4.0, s)
+
+
+def _gt_m1(rng, s):
+    return rng.uniform(-0.9, 3.0, s)
+
+
+def _round_pts(rng, s):
+    # halves (round-half-even), integers, negatives, plain values
+    pool = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -3.0, 0.0, 4.0, -0.7, 0.3, 2.7, -1.2, 3.49, -3.51])
+    return rng.choice(pool, s) if s else rng.choice(pool)
+
+
+UNARY = {
+    "exp": (np.exp, _any),
+    "log": (np.log, _pos),
+    "log1p": (np.log1p, _gt_m1),
+    "expm1": (np.expm1, _any),
+    "sqrt": (np.sqrt, _pos),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), _pos),
+    "abs": (np.abs, _any),
+    "sign": (np.sign, _round_pts),
+    "tanh": (np.tanh, _any),
+    "sigmoid": (sigmoid, _any),
+    "relu": (lambda x: np.maximum(x, 0), _any),
+    "softplus": (softplus, _any),
+    "sin": (np.sin, _any),
+    "cos": (np.cos, _any),
+    "floor": (np.floor, _round_pts),
+    "ceil": (np.ceil, _round_pts),
+    "round": (np.round, _round_pts),   # NumPy rounds half to even, like rint
+}
+
+SHAPES = [(7,), (3, 5), (1, 3, 1), ()]
+
+
+def unary(S, rng):
+    for op, (fn, dom) in UNARY.items():
+        for s in SHAPES:
+            x = f32(dom(rng, s))
+            sh = "x".join(map(str, s)) or "scalar"
+            S.add("unary %s f32 %s" % (op, sh), [], "%s(%s)" % (op, lit(x, "f32")),
+                  expect_close(fn(x), rtol=1e-5, atol=1e-6))
+        x = f32(dom(rng, (3, 4)))
+        r = fn(x)
+        S.add("unary %s f64 3x4" % op, [], "%s(%s) - %s" % (op, lit(x, "f64"), lit(f32(r), "f64")),
+              expect_f64(f32(r), r))
+    # negation, both spellings
+    x = f32(_any(rng, (2, 3)))
+    S.add("unary neg operator", [], "-%s" % lit(x), expect_exact(-x))
+    S.add("unary neg call", [], "neg(%s)" % lit(x, "f64"), expect_exact(-x))
+    # special values and stability at the extremes
+    big = np.array([-100.0, -30.0, 0.0, 30.0, 100.0])
+    S.add("unary sigmoid extremes f32", [], "sigmoid(%s)" % lit(big), expect_close(sigmoid(big), atol=1e-30))
+    S.add("unary sigmoid extremes f64", [], "sigmoid(%s)" % lit(big, "f64"), expect_close(sigmoid(big), atol=1e-300))
+    S.add("unary softplus extremes f32", [], "softplus(%s)" % lit(big), expect_close(softplus(big), atol=1e-30))
+    S.add("unary tanh extremes", [], "tanh(%s)" % lit(big), expect_close(np.tanh(big)))
+    S.add("unary exp overflow to inf", [], "exp(%s)" % lit([0.0, 100.0, -200.0]),
+          expect_close([1.0, np.inf, 0.0]))
+    S.add("unary log of 0 and -1", [], "log(%s)" % lit([0.0, -1.0, 1.0]), expect_close([-np.inf, np.nan, 0.0]))
+    S.add("unary sqrt of 0 and -1", [], "sqrt(%s)" % lit([0.0, -1.0, 4.0]), expect_close([0.0, np.nan, 2.0]))
+    S.add("unary rsqrt of 0", [], "rsqrt(%s)" % lit([0.0, 4.0]), expect_close([np.inf, 0.5]))
+    tiny = f32([1e-10, -3e-9, 2e-7])
+    S.add("unary log1p tiny f64", [], "log1p(%s) - %s" % (lit(tiny, "f64"), lit(f32(np.log1p(tiny)), "f64")),
+          expect_f64(f32(np.log1p(tiny)), np.log1p(tiny)))
+    S.add("unary expm1 tiny f64", [], "expm1(%s) - %s" % (lit(tiny, "f64"), lit(f32(np.expm1(tiny)), "f64")),
+          expect_f64(f32(np.expm1(tiny)), np.expm1(tiny)))
+    S.add("unary log1p tiny f32", [], "log1p(%s)" % lit(tiny), expect_close(np.log1p(tiny), rtol=1e-5, atol=0))
+    # integer operands of float ops are promoted (F_FLOAT)
+    S.add("unary exp of i32", [], "exp(cast([0, 1, 2], i32))", expect_close(np.exp([0.0, 1, 2])))
+    S.add("unary sqrt of i64", [], "sqrt(cast([4, 9, 2], i64))", expect_close(np.sqrt([4.0, 9, 2])))
+    S.add("unary abs i32", [], "abs(cast([-3, 0, 5], i32))", expect_exact([3, 0, 5]))
+    S.add("unary neg i64", [], "-cast([-3, 0, 5], i64)", expect_exact([3, 0, -5]))
+    S.add("unary sign i32", [], "sign(cast([-3, 0, 5], i32))", expect_exact([-1, 0, 1]))
+    S.add("unary relu i32", [], "relu(cast([-3, 0, 5], i32))", expect_exact([0, 0, 5]))
+    S.add("unary abs f64 exact", [], "abs(%s)" % lit([-2.5, 0.0, 3.0], "f64"), expect_exact([2.5, 0, 3]))
+
+
+BIN = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+BSHAPES = [((3, 5), (3, 5)), ((3, 5), (5,)), ((3, 1), (1, 5)), ((2, 1, 4), (3, 1)),
+           ((), (3,)), ((1,), (2, 1)), ((4,), ())]
+
+
+def _bin_expr(op, a, b):
+    if op in ("maximum", "minimum", "add", "sub", "mul", "div", "pow"):
+        return "%s(%s, %s)" % (op, a, b)
+    return "(%s %s %s)" % (a, op, b)
+
+
+def binary(S, rng):
+    for op, fn in BIN.items():
+        for sa, sb in BSHAPES:
+            a = f32(rng.standard_normal(sa) * 2)
+            b = f32(rng.standard_normal(sb) * 2)
+            if op == "/":
+                b = f32(np.where(np.abs(b) < 0.1, 0.5, b))
+            tag = "%s %s" % ("x".join(map(str, sa)) or "s", "x".join(map(str, sb)) or "s")
+            S.add("binary %s f32 %s" % (op, tag), [], _bin_expr(op, lit(a, "f32"), lit(b, "f32")),
+                  expect_close(fn(a, b), rtol=1e-5, atol=1e-6))
+        a = f32(rng.standard_normal((3, 4)))
+        b = f32(rng.uniform(0.3, 2, (4,)))
+        r = fn(a, b)
+        S.add("binary %s f64 3x4 4" % op, [], "%s - %s" % (_bin_expr(op, lit(a, "f64"), lit(b, "f64")),
+                                                           lit(f32(r), "f64")), expect_f64(f32(r), r))
+    # pow: positive bases with any exponent; any base with integer exponents
+    a = f32(rng.uniform(0.1, 3, (3, 4)))
+    b = f32(rng.uniform(-2, 2, (3, 4)))
+    S.add("binary ^ f32 positive base", [], "(%s ^ %s)" % (lit(a), lit(b)), expect_close(a ** b, rtol=2e-5))
+    r = a ** b
+    S.add("binary ^ f64", [], "(%s ^ %s) - %s" % (lit(a, "f64"), lit(b, "f64"), lit(f32(r), "f64")),
+          expect_f64(f32(r), r))
+    neg = f32(rng.uniform(-3, 3, (5,)))
+    for e in (2, 3, -1, 0):
+        S.add("binary ^ negative base ^ %d" % e, [], "(%s ^ %d)" % (lit(neg), e),
+              expect_close(neg ** float(e), rtol=1e-5))
+    S.add("binary ^ broadcast exponent", [], "(%s ^ %s)" % (lit(a), lit([1.0, 2.0, 0.5, 3.0])),
+          expect_close(a ** np.array([1.0, 2, 0.5, 3]), rtol=2e-5))
+    S.add("binary ^ scalar base", [], "(2 ^ %s)" % lit(b), expect_close(2.0 ** b, rtol=2e-5))
+    S.add("binary pow call", [], "pow(%s, 2)" % lit(neg), expect_close(neg ** 2.0, rtol=1e-5))
+    S.add("binary 0^0 and 0^-1", [], "(%s ^ %s)" % (lit([0.0, 0.0, 0.0]), lit([0.0, -1.0, 2.0])),
+          expect_close([1.0, np.inf, 0.0]))
+    S.add("binary literal precedence", [], "-2 ^ 2", expect_exact(-4.0))
+    S.add("unary minus of a constant expression", [], "-(2 * 3)", expect_exact(-6.0))
+    S.add("unary minus of a literal", [], "-3 + 1", expect_exact(-2.0))
+    S.add("binary ^ right assoc", [], "2 ^ 3 ^ 2", expect_exact(512.0))
+    S.add("binary precedence mix", [], "1 + 2 * 3 - 8 / 4 / 2", expect_exact(6.0))
+    S.add("binary division by zero", [], "%s / 0" % lit([1.0, -1.0, 0.0]),
+          expect_close([np.inf, -np.inf, np.nan]))
+    # the named forms of the operators
+    a = f32(rng.standard_normal((2, 3)))
+    b = f32(rng.standard_normal((3,)))
+    for op, fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide)):
+        S.add("binary %s call" % op, [], "%s(%s, %s)" % (op, lit(a), lit(b)), expect_close(fn(a, b), rtol=1e-5))
+    # NaN propagation of maximum/minimum (NumPy: nan wins from either side)
+    nan = "(%s / 0)" % lit([0.0, 0.0, 1.0])    # [nan, nan, inf]
+    S.add("binary maximum nan left", [], "maximum(%s, %s)" % (nan, lit([1.0, -1.0, 2.0])),
+          expect_close([np.nan, np.nan, np.inf]))
+    S.add("binary maximum nan right", [], "maximum(%s, %s)" % (lit([1.0, -1.0, 2.0]), nan),
+          expect_close([np.nan, np.nan, np.inf]))
+    S.add("binary minimum nan right", [], "minimum(%s, %s)" % (lit([1.0, -1.0, 2.0]), nan),
+          expect_close([np.nan, np.nan, 2.0]))
+    # mixed dtypes: a weak scalar takes the tensor's dtype
+    x = f32(rng.standard_normal((4,)))
+    S.add("binary f64 tensor + scalar", [], "(%s + 0.5) - %s" % (lit(x, "f64"), lit(f32(x + 0.5), "f64")),
+          expect_f64(f32(x + 0.5), x + 0.5))
+
+
+def compare(S, rng):
+    a = f32(np.round(rng.standard_normal((3, 4)), 1))
+    b = a.copy()
+    b[0, :2] += 0.5
+    b[2, 3] -= 1
+    ops = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+           "==": np.equal, "!=": np.not_equal}
+    for op, fn in ops.items():
+        S.add("compare %s f32" % op, [], "(%s %s %s)" % (lit(a), op, lit(b)), expect_exact(fn(a, b)))
+        S.add("compare %s broadcast" % op, [], "(%s %s %s)" % (lit(a), op, lit(b[1])), expect_exact(fn(a, b[1])))
+        S.add("compare %s f64 vs scalar" % op, [], "(%s %s %s)" % (lit(a, "f64"), op, lit(a[1, 1])),
+              expect_exact(fn(a, a[1, 1])))
+    ia = np.array([[-3, 0, 7], [2, 2, -1]])
+    ib = np.array([2, 0, -1])
+    for op, fn in ops.items():
+        S.add("compare %s i32" % op, [], "(%s %s %s)" % (lit(ia, "i32"), op, lit(ib, "i32")), expect_exact(fn(ia, ib)))
+    S.add("compare i64 vs scalar", [], "(%s > 1)" % lit(ia, "i64"), expect_exact(ia > 1))
+    S.add("compare bool == bool", [], "(%s == %s)" % (lit([True, False, True], "bool"), lit([True, True, False], "bool")),
+          expect_exact([True, False, False]))
+    S.add("compare lt call", [], "lt(%s, %s)" % (lit(a), lit(b)), expect_exact(a < b))
+    S.add("compare nan", [], "((%s / 0) == (%s / 0))" % (lit([0.0]), lit([0.0])), expect_exact([False]))
+    S.add("compare nan !=", [], "((%s / 0) != 1)" % lit([0.0]), expect_exact([True]))
+    # logic
+    p = np.array([True, True, False, False])
+    q = np.array([True, False, True, False])
+    S.add("logic and", [], "(%s and %s)" % (lit(p, "bool"), lit(q, "bool")), expect_exact(p & q))
+    S.add("logic or", [], "(%s or %s)" % (lit(p, "bool"), lit(q, "bool")), expect_exact(p | q))
+    S.add("logic not", [], "(not %s)" % lit(p, "bool"), expect_exact(~p))
+    S.add("logic !", [], "!%s" % lit(q, "bool"), expect_exact(~q))
+    S.add("logic of comparisons", [], "(%s > 0 and %s < 1)" % (lit(a), lit(a)), expect_exact((a > 0) & (a < 1)))
+    S.add("logic broadcast", [], "(%s or %s)" % (lit(p.reshape(4, 1), "bool"), lit(q, "bool")),
+          expect_exact(p.reshape(4, 1) | q))
+
+
+def where_ops(S, rng):
+    a = f32(rng.standard_normal((3, 4)))
+    b = f32(rng.standard_normal((3, 4)))
+    S.add("where same shapes", [], "where(%s > 0, %s, %s)" % (lit(a), lit(a), lit(b)),
+          expect_exact(np.where(a > 0, a, b)))
+    S.add("where scalar branch", [], "where(%s > 0, %s, 0)" % (lit(a), lit(a)), expect_exact(np.where(a > 0, a, 0)))
+    S.add("where scalar both", [], "where(%s > 0, 1, -1)" % lit(a), expect_exact(np.where(a > 0, 1.0, -1.0)))
+    c = rng.standard_normal((3, 1)) > 0
+    x = f32(rng.standard_normal((1, 4)))
+    y = f32(rng.standard_normal((4,)))
+    S.add("where broadcast all three", [], "where(%s, %s, %s)" % (lit(c, "bool"), lit(x), lit(y)),
+          expect_exact(np.where(c, x, y)))
+    S.add("where f64", [], "where(%s, %s, %s) - %s" % (lit(c, "bool"), lit(x, "f64"), lit(y, "f64"),
+                                                        lit(np.where(c, x, y), "f64")),
+          expect_exact(np.zeros((3, 4))))
+    S.add("where i32", [], "where(%s, %s, %s)" % (lit([True, False, True], "bool"), lit([1, 2, 3], "i32"),
+                                                  lit([-1, -2, -3], "i32")), expect_exact([1, -2, 3]))
+    S.add("where bool cond literal", [], "where(%s, %s, %s)" % (lit([[True], [False]], "bool"), lit([1.0, 2.0]),
+                                                                 lit([[5.0], [6.0]])),
+          expect_exact([[1.0, 2.0], [6.0, 6.0]]))
+
+
+def integers(S, rng):
+    a = rng.integers(-20, 20, (3, 4))
+    b = rng.integers(1, 9, (4,)) * np.where(rng.random(4) < 0.5, -1, 1)
+    for dt in ("i32", "i64"):
+        for op, fn in (("+", np.add), ("-", np.subtract), ("*", np.multiply)):
+            S.add("int %s %s" % (dt, op), [], "(%s %s %s)" % (lit(a, dt), op, lit(b, dt)), expect_exact(fn(a, b)))
+        S.add("int %s maximum" % dt, [], "maximum(%s, %s)" % (lit(a, dt), lit(b, dt)), expect_exact(np.maximum(a, b)))
+        S.add("int %s minimum" % dt, [], "minimum(%s, %s)" % (lit(a, dt), lit(b, dt)), expect_exact(np.minimum(a, b)))
+        S.add("int %s / is true division" % dt, [], "(%s / %s)" % (lit(a, dt), lit(b, dt)),
+              expect_close(a / b, rtol=1e-5))
+        S.add("int %s + weak int scalar" % dt, [], "(%s + 3)" % lit(a, dt), expect_exact(a + 3))
+        S.add("int %s * 2 - 1" % dt, [], "(%s * 2 - 1)" % lit(a, dt), expect_exact(a * 2 - 1))
+        S.add("int %s ^ 2" % dt, [], "(%s ^ 2)" % lit(a, dt), expect_close(a.astype(float) ** 2))
+        S.add("int %s sum" % dt, [], "sum(%s)" % lit(a, dt), expect_exact(a.sum()))
+        S.add("int %s sum axis 0" % dt, [], "sum(%s, axis=0)" % lit(a, dt), expect_exact(a.sum(0)))
+        S.add("int %s max all negative" % dt, [], "max(%s)" % lit(-np.abs(a) - 1, dt), expect_exact((-np.abs(a) - 1).max()))
+        S.add("int %s max axis 1" % dt, [], "max(%s, axis=1)" % lit(a, dt), expect_exact(a.max(1)))
+        S.add("int %s min all positive" % dt, [], "min(%s)" % lit(np.abs(a) + 1, dt), expect_exact((np.abs(a) + 1).min()))
+        S.add("int %s min axis 0" % dt, [], "min(%s, axis=0)" % lit(a, dt), expect_exact(a.min(0)))
+        S.add("int %s prod" % dt, [], "prod(%s, axis=1)" % lit(a[:, :3] % 5 + 1, dt),
+              expect_exact((a[:, :3] % 5 + 1).prod(1)))
+        S.add("int %s argmax" % dt, [], "argmax(%s, axis=1)" % lit(a, dt), expect_exact(a.argmax(1)))
+        S.add("int %s argmin" % dt, [], "argmin(%s, axis=0)" % lit(a, dt), expect_exact(a.argmin(0)))
+        S.add("int %s mean" % dt, [], "mean(%s, axis=1)" % lit(a, dt), expect_close(a.mean(1), rtol=1e-6))
+        S.add("int %s where" % dt, [], "where(%s > 0, %s, 0)" % (lit(a, dt), lit(a, dt)), expect_exact(np.where(a > 0, a, 0)))
+        S.add("int %s matmul" % dt, [], "(%s @ %s)" % (lit(a, dt), lit(a.T, dt)), expect_exact(a @ a.T))
+        S.add("int %s slice" % dt, [], "%s[::-1, 1::2]" % lit(a, dt), expect_exact(a[::-1, 1::2]))
+    # mixing an int tensor with a float scalar must not truncate the scalar
+    S.add("int i32 * 0.5", [], "(%s * 0.5)" % lit([1, 2, 3], "i32"), expect_close([0.5, 1.0, 1.5]))
+    S.add("int i32 + f32 tensor", [], "(%s + %s)" % (lit([1, 2, 3], "i32"), lit([0.25, 0.5, 0.75])),
+          expect_close([1.25, 2.5, 3.75]))
+    # i64 beyond the f32 and i32 ranges (arange builds exact integers in f64)
+    big = np.arange(3000000000, 3000000005, dtype=np.int64)
+    S.add("int i64 large values", [], "arange(3000000000, 3000000005, dtype=i64) * 3 - 1", expect_exact(big * 3 - 1))
+    S.add("int i64 large sum", [], "sum(arange(3000000000, 3000000005, dtype=i64))", expect_exact(big.sum()))
+    S.add("int i64 large max", [], "max(arange(3000000000, 3000000005, dtype=i64))", expect_exact(big.max()))
+    S.add("int i32 exact above 2^24", [], "arange(16777215, 16777219, dtype=i32) + 1",
+          expect_exact(np.arange(16777215, 16777219) + 1))
+
+
+DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+
+
+def casts(S, rng):
+    v = np.array([-2.7, -1.0, -0.5, 0.0, 0.5, 1.5, 3.0, 100.25])
+    for src, st in DTYPES.items():
+        x = v.astype(np.float32).astype(st)
+        for dst, dt in DTYPES.items():
+            want = x.astype(dt)
+            S.add("cast %s -> %s" % (src, dst), [], "cast(cast(%s, %s), %s)" % (lit(f32(v)), src, dst),
+                  expect_exact(want if dst == "bool" else want.astype(np.float64)))
+    # f64 -> f32 rounds to nearest
+    v3 = f32([1.0, 2.0, -10.0, 0.1])
+    S.add("cast f64 -> f32 rounds to nearest", [], "cast(cast(cast(%s, f64) / 3, f32), f64) - %s"
+          % (lit(v3), lit(f32(v3 / 3), "f64")), expect_exact(np.zeros(4)))
+    S.add("cast f32 -> f64 keeps the value", [], "(cast(%s, f64) * 10 - 1) * 1e9" % lit([0.1]),
+          expect_close([14.901161193847656], rtol=1e-5))
+    S.add("cast keyword dtype", [], "cast(%s, dtype=i32)" % lit([1.9, -1.9]), expect_exact([1, -1]))
+    S.add("cast scalar", [], "cast(2.75, i64)", expect_exact(2))
+    S.add("cast bool sum", [], "sum(cast(%s > 0, i32))" % lit([1.0, -1.0, 2.0, 0.0]), expect_exact(2))
+
+
+def _axes_str(ax):
+    return str(list(ax)) if isinstance(ax, tuple) else str(ax)
+
+
+REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean}
+
+
+def reductions(S, rng):
+    cases = [((3, 5), [None, 0, 1, -1, -2, (0, 1)]),
+             ((2, 3, 4), [None, 0, 1, 2, -1, (0, 2), (-1, -3), (1, 2), (0, 1, 2)]),
+             ((1, 7), [None, 0, 1]),
+             ((5,), [None, 0, -1]),
+             ((), [None])]
+    for op, fn in REDUCE.items():
+        for shape, axes in cases:
+            x = f32(rng.uniform(0.6, 1.4, shape) * np.where(rng.random(shape) < 0.3, -1, 1))
+            sh = "x".join(map(str, shape)) or "scalar"
+            for ax in axes:
+                for keep in (False, True):
+                    if keep and ax is None and shape == ():
+                        continue
+                    kw = "" if ax is None else ", axis=%s" % _axes_str(ax)
+                    if keep:
+                        kw += ", keepdims=true"
+                    want = fn(x, axis=ax, keepdims=keep)
+                    S.add("reduce %s f32 %s axis=%s%s" % (op, sh, _axes_str(ax), " keepdims" if keep else ""), [],
+                          "%s(%s%s)" % (op, lit(x, "f32"), kw), expect_close(want, rtol=1e-5, atol=1e-6))
+        x = f32(rng.uniform(0.5, 1.5, (2, 3, 4)))
+        for ax in (None, 1, (0, 2)):
+            want = fn(x, axis=ax)
+            kw = "" if ax is None else ", axis=%s" % _axes_str(ax)
+            S.add("reduce %s f64 2x3x4 axis=%s" % (op, _axes_str(ax)), [],
+                  "%s(%s%s) - %s" % (op, lit(x, "f64"), kw, lit(f32(want), "f64")),
+                  expect_f64(f32(want), want))
+    # argmax/argmin: one axis (or none: the flattened index); ties pick the first
+    for op, fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+        x = f32(np.round(rng.standard_normal((3, 4, 5)), 0))     # many ties
+        S.add("reduce %s no axis" % op, [], "%s(%s)" % (op, lit(x)), expect_exact(fn(x)))
+        for ax in (0, 1, 2, -1):
+            S.add("reduce %s axis=%d (ties)" % (op, ax), [], "%s(%s, axis=%d)" % (op, lit(x), ax),
+                  expect_exact(fn(x, axis=ax)))
+        S.add("reduce %s keepdims" % op, [], "%s(%s, axis=1, keepdims=true)" % (op, lit(x)),
+              expect_exact(fn(x, axis=1, keepdims=True)))
+        S.add("reduce %s f64" % op, [], "%s(%s, axis=0)" % (op, lit(x[0], "f64")), expect_exact(fn(x[0], axis=0)))
+        S.add("reduce %s 1-D" % op, [], "%s(%s)" % (op, lit(x[0, 0])), expect_exact(fn(x[0, 0])))
+    S.add("reduce max with -inf", [], "max(%s / 0)" % lit([-1.0, -2.0]), expect_close(-np.inf))
+    S.add("reduce max nan propagates", [], "max(%s / 0)" % lit([1.0, 0.0, -1.0]), expect_close(np.nan))
+    S.add("reduce min nan propagates", [], "min(%s / %s)" % (lit([1.0, 0.0, -1.0]), lit([1.0, 0.0, 1.0])),
+          expect_close(np.nan))
+    S.add("reduce sum 1000 f32", [], "sum(arange(1000))", expect_close(499500.0, rtol=1e-6))
+    S.add("reduce sum 100000 f64", [], "sum(arange(100000, dtype=f64))", expect_exact(4999950000.0))
+    S.add("reduce mean keyword axis list", [], "mean(%s, axis=[0, 1])" % lit(np.ones((2, 3, 2))),
+          expect_close([1.0, 1.0]))
+
+
+def rows(S, rng):
+    for shape, axes in (((7,), [0, -1]), ((3, 5), [0, 1, -1]), ((2, 3, 4), [0, 1, 2, -2]), ((1, 1), [0, 1])):
+        x = f32(rng.standard_normal(shape) * 3)
+        sh = "x".join(map(str, shape))
+        for ax in axes:
+            sm = np.exp(log_softmax(x, ax))
+            S.add("row softmax %s axis=%d" % (sh, ax), [], "softmax(%s, axis=%d)" % (lit(x), ax),
+                  expect_close(sm, rtol=1e-5, atol=1e-7))
+            S.add("row log_softmax %s axis=%d" % (sh, ax), [], "log_softmax(%s, axis=%d)" % (lit(x), ax),
+                  expect_close(log_softmax(x, ax), rtol=1e-5, atol=1e-6))
+            S.add("row logsumexp %s axis=%d" % (sh, ax), [], "logsumexp(%s, axis=%d)" % (lit(x), ax),
+                  expect_close(logsumexp(x, ax), rtol=1e-5, atol=1e-6))
+            S.add("row logsumexp %s axis=%d keepdims" % (sh, ax), [],
+                  "logsumexp(%s, axis=%d, keepdims=true)" % (lit(x), ax),
+                  expect_close(logsumexp(x, ax, True), rtol=1e-5, atol=1e-6))
+        S.add("row softmax %s default axis (last)" % sh, [], "softmax(%s)" % lit(x),
+              expect_close(np.exp(log_softmax(x, -1)), rtol=1e-5, atol=1e-7))
+        S.add("row logsumexp %s positional axis" % sh, [], "logsumexp(%s, 0)" % lit(x),
+              expect_close(logsumexp(x, 0), rtol=1e-5, atol=1e-6))
+    x = f32(rng.standard_normal((3, 4)) * 3)
+    for op, want in (("softmax", np.exp(log_softmax(x, 1))), ("log_softmax", log_softmax(x, 1)),
+                     ("logsumexp", logsumexp(x, 1))):
+        S.add("row %s f64" % op, [], "%s(%s, axis=1) - %s" % (op, lit(x, "f64"), lit(f32(want), "f64")),
+              expect_f64(f32(want), want))
+        w0 = {"softmax": np.exp(log_softmax(x, 0)), "log_softmax": log_softmax(x, 0), "logsumexp": logsumexp(x, 0)}[op]
+        S.add("row %s f64 axis 0" % op, [], "%s(%s, axis=0) - %s" % (op, lit(x, "f64"), lit(f32(w0), "f64")),
+              expect_f64(f32(w0), w0))
+    big = np.array([[1000.0, 0.0, -1000.0], [500.0, 500.0, 499.0], [-800.0, -800.0, -801.0]])
+    S.add("row softmax large logits", [], "softmax(%s)" % lit(big), expect_close(np.exp(log_softmax(big, 1)), atol=1e-30))
+    S.add("row log_softmax large logits", [], "log_softmax(%s)" % lit(big), expect_close(log_softmax(big, 1)))
+    S.add("row logsumexp large logits", [], "logsumexp(%s, axis=1)" % lit(big), expect_close(logsumexp(big, 1)))
+    S.add("row softmax large logits f64", [], "softmax(%s)" % lit(big, "f64"),
+          expect_close(np.exp(log_softmax(big, 1)), atol=1e-300))
+    # softmax_cross_entropy(logits, labels) = -log_softmax(logits)[label], per row
+    for shape in ((4, 5), (1, 3), (6, 1), (2, 3, 4)):
+        x = f32(rng.standard_normal(shape) * 2)
+        lab = rng.integers(0, shape[-1], shape[:-1])
+        want = -np.take_along_axis(log_softmax(x, -1), lab[..., None], -1)[..., 0]
+        sh = "x".join(map(str, shape))
+        S.add("row sce %s" % sh, [], "softmax_cross_entropy(%s, %s)" % (lit(x), lit(lab, "i32")),
+              expect_close(want, rtol=1e-5, atol=1e-6))
+        S.add("row sce %s i64 labels" % sh, [], "softmax_cross_entropy(%s, %s)" % (lit(x), lit(lab, "i64")),
+              expect_close(want, rtol=1e-5, atol=1e-6))
+        S.add("row sce %s f64" % sh, [], "softmax_cross_entropy(%s, %s) - %s" % (lit(x, "f64"), lit(lab, "i32"),
+                                                                              lit(f32(want), "f64")),
+              expect_f64(f32(want), want))
+    lab = np.array([0, 2, 1])
+    S.add("row sce large logits", [], "softmax_cross_entropy(%s, %s)" % (lit(big), lit(lab, "i32")),
+          expect_close(-log_softmax(big, 1)[np.arange(3), lab], rtol=1e-5))
+    x = f32(rng.standard_normal((5, 3)))
+    lab = rng.integers(0, 3, (5,))
+    S.add("row sce mean", [], "mean(softmax_cross_entropy(%s, %s))" % (lit(x), lit(lab, "i32")),
+          expect_close(np.mean(-log_softmax(x, 1)[np.arange(5), lab]), rtol=1e-5))
+
+
+def matmuls(S, rng):
+    cases = [((3, 5), (5, 4)), ((1, 5), (5, 1)), ((1, 1), (1, 1)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
+             ((3, 4), (2, 4, 5)), ((1, 3, 4), (2, 4, 2)), ((2, 1, 3, 4), (1, 5, 4, 2)), ((5,), (5, 3)),
+             ((3, 5), (5,)), ((5,), (5,)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3)), ((7, 9), (9, 6)),
+             ((1, 2, 3), (3, 1))]
+    for sa, sb in cases:
+        a = f32(rng.standard_normal(sa))
+        b = f32(rng.standard_normal(sb))
+        tag = "%s @ %s" % ("x".join(map(str, sa)), "x".join(map(str, sb)))
+        want = np.matmul(a, b)
+        S.add("matmul f32 " + tag, [], "(%s @ %s)" % (lit(a), lit(b)), expect_close(want, rtol=1e-5, atol=1e-5))
+        S.add("matmul f64 " + tag, [], "(%s @ %s) - %s" % (lit(a, "f64"), lit(b, "f64"), lit(f32(want), "f64")),
+              expect_f64(f32(want), want, rtol=1e-11, atol=1e-13))
+    a = f32(rng.standard_normal((3, 4)))
+    b = f32(rng.standard_normal((4, 2)))
+    S.add("matmul call", [], "matmul(%s, %s)" % (lit(a), lit(b)), expect_close(a @ b, rtol=1e-5, atol=1e-5))
+    S.add("matmul chain", [], "(%s @ %s @ %s)" % (lit(a), lit(b), lit(b.T)), expect_close(a @ b @ b.T, rtol=1e-5, atol=1e-5))
+    S.add("matmul of transposes", [], "(transpose(%s) @ transpose(%s))" % (lit(b), lit(a)),
+          expect_close(b.T @ a.T, rtol=1e-5, atol=1e-5))
+    S.add("matmul of a slice", [], "(%s[:, ::2] @ %s[::2, :])" % (lit(a), lit(b)),
+          expect_close(a[:, ::2] @ b[::2, :], rtol=1e-5, atol=1e-5))
+    S.add("matmul empty inner dim", [], "(zeros([2, 0]) @ zeros([0, 3]))", expect_exact(np.zeros((2, 3))))
+
+
+def movement(S, rng):
+    x = f32(rng.standard_normal((2, 3, 4)))
+    # transpose
+    S.add("transpose default 2-D", [], "transpose(%s)" % lit(x[0]), expect_exact(x[0].T))
+    S.add("transpose default 3-D", [], "transpose(%s)" % lit(x), expect_exact(np.transpose(x)))
+    for p in ((0, 1, 2), (1, 0, 2), (2, 0, 1), (1, 2, 0), (0, 2, 1)):
+        S.add("transpose axes %s" % (p,), [], "transpose(%s, %s)" % (lit(x), list(p)), expect_exact(np.transpose(x, p)))
+    S.add("transpose keyword axes", [], "transpose(%s, axes=[2, 1, 0])" % lit(x), expect_exact(np.transpose(x, (2, 1, 0))))
+    S.add("transpose 1-D", [], "transpose(%s)" % lit(x[0, 0]), expect_exact(x[0, 0]))
+    S.add("transpose then add", [], "(transpose(%s) + %s)" % (lit(x[0]), lit(x[1].T)), expect_exact(x[0].T + x[1].T))
+    # reshape
+    for s in ([-1], [4, -1], [-1, 4], [4, -1, 3], [2, 12], [24, 1], [1, 2, 1, 12], [3, 2, -1]):
+        S.add("reshape %s" % s, [], "reshape(%s, %s)" % (lit(x), s), expect_exact(x.reshape(s)))
+    S.add("reshape scalar", [], "reshape(3.5, [1, 1])", expect_exact([[3.5]]))
+    S.add("reshape to scalar", [], "reshape(%s, [])" % lit([[2.5]]), expect_exact(2.5))
+    S.add("reshape of transpose", [], "reshape(transpose(%s), [-1])" % lit(x[0]), expect_exact(x[0].T.reshape(-1)))
+    S.add("reshape keyword shape", [], "reshape(%s, shape=[6, -1])" % lit(x), expect_exact(x.reshape(6, -1)))
+    S.add("flatten", [], "flatten(%s)" % lit(x), expect_exact(x.reshape(2, -1)))
+    # concat / stack
+    a = f32(rng.standard_normal((2, 3)))
+    b = f32(rng.standard_normal((2, 1)))
+    c = f32(rng.standard_normal((1, 3)))
+    S.add("concat axis 0", [], "concat([%s, %s])" % (lit(a), lit(c)), expect_exact(np.concatenate([a, c])))
+    S.add("concat axis 1", [], "concat([%s, %s, %s], axis=1)" % (lit(a), lit(b), lit(a)),
+          expect_exact(np.concatenate([a, b, a], 1)))
+    S.add("concat axis -1", [], "concat([%s, %s], axis=-1)" % (lit(b), lit(a)), expect_exact(np.concatenate([b, a], -1)))
+    S.add("concat axis -2", [], "concat([%s, %s], axis=-2)" % (lit(c), lit(a)), expect_exact(np.concatenate([c, a], -2)))
+    S.add("concat 3-D axis 2", [], "concat([%s, %s], axis=2)" % (lit(x), lit(x[:, :, :1])),
+          expect_exact(np.concatenate([x, x[:, :, :1]], 2)))
+    S.add("concat 3-D axis 1", [], "concat([%s, %s], axis=1)" % (lit(x), lit(x[:, :2])),
+          expect_exact(np.concatenate([x, x[:, :2]], 1)))
+    S.add("concat one tensor", [], "concat([%s])" % lit(a), expect_exact(a))
+    S.add("concat 1-D", [], "concat([%s, %s, %s])" % (lit([1.0]), lit([2.0, 3.0]), lit([4.0])), expect_exact([1.0, 2, 3, 4]))
+    S.add("concat f64", [], "concat([%s, %s], axis=1) - %s" % (lit(a, "f64"), lit(b, "f64"),
+                                                              lit(np.concatenate([a, b], 1), "f64")),
+          expect_exact(np.zeros((2, 4))))
+    S.add("concat i32", [], "concat([%s, %s])" % (lit([1, 2], "i32"), lit([3], "i32")), expect_exact([1, 2, 3]))
+    S.add("concat with an empty part", [], "concat([zeros([0, 3]), %s])" % lit(a), expect_exact(a))
+    for ax in (0, 1, 2, -1, -3):
+        S.add("stack axis %d" % ax, [], "stack([%s, %s, %s], axis=%d)" % (lit(a), lit(-a), lit(2 * a), ax),
+              expect_exact(np.stack([a, -a, 2 * a], ax)))
+    S.add("stack scalars", [], "stack([1, 2, 3.5])", expect_exact([1.0, 2.0, 3.5]))
+    # lists whose elements are computed (not constant) tensors
+    va, vb = "lst_a", "lst_b"
+    setup = ["%s = %s * 1" % (va, lit(a)), "%s = %s * 1" % (vb, lit(a[0]))]
+    S.add("list literal of computed 1-D tensors", setup, "[%s, %s * 2]" % (vb, vb), expect_exact(np.stack([a[0], a[0] * 2])))
+    S.add("list literal of computed scalars", [], "[sum(%s), max(%s), 3]" % (lit(a), lit(a)),
+          expect_close([a.sum(), a.max(), 3.0], rtol=1e-5))
+    S.add("stack computed 1-D", setup, "stack([%s, -%s], axis=1)" % (vb, vb), expect_exact(np.stack([a[0], -a[0]], 1)))
+    S.add("stack computed scalars", setup, "stack([min(%s), max(%s)])" % (va, va), expect_exact([a.min(), a.max()]))
+    S.add("concat computed 1-D", setup, "concat([%s, %s * 2])" % (vb, vb), expect_exact(np.concatenate([a[0], a[0] * 2])))
+    S.add("concat computed 2-D", setup, "concat([%s, %s * 2], axis=1)" % (va, va),
+          expect_exact(np.concatenate([a, a * 2], 1)))
+    S.add("stack computed 2-D axis 2", setup, "stack([%s, exp(%s)], axis=2)" % (va, va),
+          expect_close(np.stack([a, np.exp(a)], 2), rtol=1e-5))
+    S.add("stack of a tensor's rows", [], "stack(%s, axis=1)" % lit(a), expect_exact(np.stack(list(a), 1)))
+    # broadcast_to
+    for src, dst in (((3,), (2, 3)), ((3, 1), (2, 3, 4)), ((), (2, 2)), ((1, 1), (1, 5)), ((1, 4), (3, 4)),
+                     ((2, 1, 3), (2, 4, 3))):
+        v = f32(rng.standard_normal(src))
+        S.add("broadcast_to %s -> %s" % (src, dst), [], "broadcast_to(%s, %s)" % (lit(v), list(dst)),
+              expect_exact(np.broadcast_to(v, dst)))
+    S.add("broadcast_to then reduce", [], "sum(broadcast_to(%s, [4, 3]), axis=0)" % lit([1.0, 2.0, 3.0]),
+          expect_exact([4.0, 8.0, 12.0]))
+
+
+SLICES = [
+    "0", "-1", "1:3", "-3:", ":-1", "::2", "::-1", "::-2", "5:1:-1", "-1:-5:-2", "1:100", "-100:2",
+    "100:-100:-3", "3::-1", ":3:-1",
+    "0, 1:4", "-1, ::-1", ":, 0", ":, -1", ":, 1:-1:2", "::2, ::-3", "1:, 4:0:-2", "-2, -2",
+    "1:2, 2:3", "::-1, ::-1", "2:4, -1:-6:-1", ":, :, 1", "1, 2, 3", ":, 0:1, ::2", "-1, :, ::-1",
+]
+
+
+def slicing(S, rng):
+    x2 = f32(rng.standard_normal((5, 6)))
+    x3 = f32(rng.standard_normal((3, 4, 5)))
+    v = f32(rng.standard_normal((7,)))
+    for ix in SLICES:
+        n = ix.count(",") + 1
+        if n == 1:
+            for name, x in (("1-D", v), ("2-D", x2)):
+                S.add("slice %s x[%s]" % (name, ix), [], "%s[%s]" % (lit(x), ix), expect_exact(eval("x[%s]" % ix)))
+        elif n == 2:
+            S.add("slice 2-D x[%s]" % ix, [], "%s[%s]" % (lit(x2), ix), expect_exact(eval("x2[%s]" % ix)))
+            S.add("slice 3-D x[%s]" % ix, [], "%s[%s]" % (lit(x3), ix), expect_exact(eval("x3[%s]" % ix)))
+        else:
+            S.add("slice 3-D x[%s]" % ix, [], "%s[%s]" % (lit(x3), ix), expect_exact(eval("x3[%s]" % ix)))
+    S.add("slice f64", [], "%s[::-2, 1:]" % lit(x2, "f64"), expect_exact(x2[::-2, 1:]))
+    S.add("slice of a slice", [], "%s[1:, ::-1][::2, 1:4]" % lit(x2), expect_exact(x2[1:, ::-1][::2, 1:4]))
+    S.add("slice then arithmetic", [], "(%s[:, 1:] - %s[:, :-1])" % (lit(x2), lit(x2)),
+          expect_close(x2[:, 1:] - x2[:, :-1], rtol=1e-5))
+    S.add("slice of an expression", [], "(%s * 2)[-1]" % lit(x2), expect_exact(x2[-1] * 2))
+    S.add("slice of a named tensor", ["sl_x = %s" % lit(x3)], "sl_x[1:, ::-1, -1]", expect_exact(x3[1:, ::-1, -1]))
+    # empty results (NumPy allows them)
+    S.add("slice empty 1-D x[2:1]", [], "%s[2:1]" % lit(v), expect_exact(v[2:1], shape=(0,)))
+    S.add("slice empty shape x[:, 0:0]", [], "shape(%s[:, 0:0])" % lit(x2), expect_exact([5, 0]))
+    S.add("slice empty value x[:, 0:0]", [], "%s[:, 0:0]" % lit(x2), expect_exact(x2[:, 0:0], shape=(5,)))
+    S.add("slice empty then sum", [], "sum(%s[3:3, :], axis=0)" % lit(x2), expect_exact(np.zeros(6)))
+
+
+def constructors(S, rng):
+    S.add("zeros", [], "zeros([3, 2])", expect_exact(np.zeros((3, 2))))
+    S.add("zeros i32", [], "zeros([2], dtype=i32)", expect_exact([0, 0]))
+    S.add("zeros scalar shape", [], "zeros([])", expect_exact(0.0))
+    S.add("ones f64", [], "ones([1, 3], dtype=f64)", expect_exact(np.ones((1, 3))))
+    S.add("ones bool", [], "ones([2], dtype=bool)", expect_exact(np.array([True, True])))
+    S.add("full", [], "full([2, 3], 7.5)", expect_exact(np.full((2, 3), 7.5)))
+    S.add("full i64", [], "full([2], -3, dtype=i64)", expect_exact([-3, -3]))
+    S.add("full keyword", [], "full(shape=[1, 2], value=0.25)", expect_exact([[0.25, 0.25]]))
+    S.add("zeros empty shape", [], "shape(zeros([2, 0, 3]))", expect_exact([2, 0, 3]))
+    S.add("empty list literal", [], "[]", expect_exact(np.zeros(0), shape=(0,)))
+    S.add("empty list literal * 2", [], "[] * 2", expect_exact(np.zeros(0), shape=(0,)))
+    S.add("large integer literals in full", [], "full([1], 16777217, dtype=i32)", expect_exact([16777217]))
+    S.add("large integer literal cast", [], "cast(16777217, i64)", expect_exact(16777217))
+    for args, want in (("5", np.arange(5)), ("2, 9, 3", np.arange(2, 9, 3)), ("5, 0, -1", np.arange(5, 0, -1)),
+                       ("-3, 3", np.arange(-3, 3)), ("0, 1, 0.25", np.arange(0, 1, 0.25)),
+                       ("1, 2, 0.3", np.arange(1, 2, 0.3)), ("0.5, 4", np.arange(0.5, 4)),
+                       ("1", np.arange(1)), ("3, 2.5, -0.5", np.arange(3, 2.5, -0.5))):
+        S.add("arange(%s)" % args, [], "arange(%s)" % args, expect_close(want, rtol=1e-5, atol=1e-7))
+    S.add("arange(0) empty", [], "shape(arange(0))", expect_exact([0]))
+    S.add("arange dtype i32", [], "arange(-2, 3, dtype=i32)", expect_exact(np.arange(-2, 3)))
+    S.add("arange dtype f64", [], "arange(0, 1, 0.125, dtype=f64)", expect_exact(np.arange(0, 1, 0.125)))
+    S.add("arange keywords", [], "arange(start=1, stop=4)", expect_exact([1.0, 2.0, 3.0]))
+    for args, want in (("0, 1, 5", np.linspace(0, 1, 5)), ("-1, 2, 7", np.linspace(-1, 2, 7)),
+                       ("3, 3, 1", np.linspace(3, 3, 1)), ("1, 0, 3", np.linspace(1, 0, 3)),
+                       ("0, 1", np.linspace(0, 1)), ("2, 4, num=2", np.linspace(2, 4, 2))):
+        S.add("linspace(%s)" % args, [], "linspace(%s)" % args, expect_close(want, rtol=1e-5, atol=1e-7))
+    S.add("linspace f64", [], "linspace(0, 1, 11, dtype=f64) - %s" % lit(f32(np.linspace(0, 1, 11)), "f64"),
+          expect_f64(f32(np.linspace(0, 1, 11)), np.linspace(0, 1, 11)))
+    S.add("linspace num 0", [], "shape(linspace(0, 1, 0))", expect_exact([0]))
+    for args, want in (("3", np.eye(3)), ("2, 4", np.eye(2, 4)), ("4, 2", np.eye(4, 2)), ("1", np.eye(1))):
+        S.add("eye(%s)" % args, [], "eye(%s)" % args, expect_exact(want))
+    S.add("eye i32", [], "eye(3, dtype=i32) * 5", expect_exact(np.eye(3) * 5))
+    S.add("eye f64", [], "eye(2, dtype=f64)", expect_exact(np.eye(2)))
+    S.add("shape of a tensor", [], "shape(%s)" % lit(np.zeros((2, 3, 1)) + 1), expect_exact([2, 3, 1]))
+    S.add("shape of a scalar", [], "shape(3)", expect_exact(np.zeros(0), shape=(0,)))
+    S.add("dim", [], "dim(zeros([4, 7]), -1)", expect_exact(7))
+    # empty dims flowing through ops
+    S.add("empty exp", [], "shape(exp(zeros([2, 0])))", expect_exact([2, 0]))
+    S.add("empty sum axis 0", [], "sum(zeros([0, 3]), axis=0)", expect_exact([0.0, 0, 0]))
+    S.add("empty sum axis 1", [], "sum(zeros([2, 0]), axis=1)", expect_exact([0.0, 0]))
+    S.add("empty prod", [], "prod(zeros([0]))", expect_exact(1.0))
+    S.add("empty broadcast_to", [], "shape(broadcast_to(zeros([0]), [2, 0]))", expect_exact([2, 0]))
+    S.add("empty reshape", [], "shape(reshape(zeros([0, 3]), [3, -1]))", expect_exact([3, 0]))
+
+
+def randoms(S, rng):
+    n = 100000
+    # Tolerances: 6 standard errors of the statistic, so a correct generator
+    # fails with probability ~1e-9 per check (and the seeds are fixed anyway).
+    se_mean = 6 / np.sqrt(n)
+    se_std = 6 * np.sqrt(0.5 / n)
+    z = "normal([%d], seed=7)" % n
+    S.add("random normal mean", [], "mean(%s)" % z, expect_close(0.0, atol=se_mean))
+    S.add("random normal std", [], "sqrt(mean(%s ^ 2) - mean(%s) ^ 2)" % (z, z), expect_close(1.0, atol=se_std))
+    S.add("random normal within 1 sigma", [], "mean(cast(abs(%s) < 1, f32))" % z,
+          expect_close(0.682689, atol=6 * np.sqrt(0.68 * 0.32 / n)))
+    S.add("random normal within 2 sigma", [], "mean(cast(abs(%s) < 2, f32))" % z,
+          expect_close(0.954500, atol=6 * np.sqrt(0.95 * 0.05 / n)))
+    S.add("random normal skew ~ 0", [], "mean(%s ^ 3)" % z, expect_close(0.0, atol=6 * np.sqrt(15 / n)))
+    S.add("random normal kurtosis ~ 3", [], "mean(%s ^ 4)" % z, expect_close(3.0, atol=6 * np.sqrt(96 / n)))
+    S.add("random normal lag-1 correlation", [], "mean(%s[1:] * %s[:-1])" % (z, z), expect_close(0.0, atol=se_mean))
+    S.add("random normal finite", [], "sum(cast(%s != %s, f32))" % (z, z), expect_exact(0.0))
+    S.add("random normal mean/std args", [], "mean(normal([%d], mean=2, std=0.5, seed=8))" % n,
+          expect_close(2.0, atol=0.5 * se_mean))
+    S.add("random normal std arg", [], "sqrt(mean((normal([%d], 2, 0.5, seed=8) - 2) ^ 2))" % n,
+          expect_close(0.5, atol=0.5 * se_std + 0.5 * se_mean))
+    S.add("random normal f64", [], "mean(normal([%d], seed=9, dtype=f64))" % n, expect_close(0.0, atol=se_mean))
+    S.add("random normal f64 std", [], "sqrt(mean(normal([%d], seed=9, dtype=f64) ^ 2))" % n,
+          expect_close(1.0, atol=se_std + se_mean))
+    S.add("random normal 2-D rows", [], "sqrt(mean(mean(normal([400, 250], seed=10), axis=1) ^ 2) * 250)",
+          expect_close(1.0, atol=6 * np.sqrt(0.5 / 400)))
+    S.add("random normal 2-D columns", [], "sqrt(mean(mean(normal([400, 250], seed=10), axis=0) ^ 2) * 400)",
+          expect_close(1.0, atol=6 * np.sqrt(0.5 / 250)))
+    u = "uniform([%d], seed=11)" % n
+    S.add("random uniform mean", [], "mean(%s)" % u, expect_close(0.5, atol=se_mean / np.sqrt(12)))
+    S.add("random uniform var", [], "mean((%s - 0.5) ^ 2)" % u, expect_close(1 / 12, atol=6 * np.sqrt(1 / 180 / n)))
+    S.add("random uniform range", [], "min(%s)" % u, expect_close(0.0, atol=1e-3))
+    S.add("random uniform range max", [], "max(%s)" % u, expect_close(1.0, atol=1e-3))
+    S.add("random uniform in [0, 1)", [], "sum(cast(%s < 0 or %s >= 1, f32))" % (u, u), expect_exact(0.0))
+    S.add("random uniform quartile", [], "mean(cast(%s < 0.25, f32))" % u,
+          expect_close(0.25, atol=6 * np.sqrt(0.25 * 0.75 / n)))
+    S.add("random uniform low/high", [], "mean(uniform([%d], low=-2, high=3, seed=12))" % n,
+          expect_close(0.5, atol=5 * se_mean / np.sqrt(12)))
+    S.add("random uniform low/high range", [], "stack([min(uniform([%d], -2, 3, seed=12)), max(uniform([%d], -2, 3, seed=12))])" % (n, n),
+          expect_close([-2.0, 3.0], atol=5e-3))
+    S.add("random uniform f64", [], "mean(uniform([%d], seed=13, dtype=f64))" % n,
+          expect_close(0.5, atol=se_mean / np.sqrt(12)))
+    S.add("random same seed same values", [], "max(abs(normal([1000], seed=5) - normal([1000], seed=5)))",
+          expect_exact(0.0))
+    S.add("random same seed same values uniform", [], "max(abs(uniform([3, 7], seed=5) - uniform([3, 7], seed=5)))",
+          expect_exact(0.0))
+    S.add("random different seeds differ", [], "mean(cast(normal([1000], seed=5) == normal([1000], seed=6), f32))",
+          expect_close(0.0, atol=0.01))
+    S.add("random unseeded calls differ", [], "mean(cast(normal([1000]) == normal([1000]), f32))",
+          expect_close(0.0, atol=0.01))
+    S.add("random normal and uniform streams independent", [],
+          "mean((normal([%d], seed=14) * (uniform([%d], seed=15) - 0.5)))" % (n, n),
+          expect_close(0.0, atol=se_mean / np.sqrt(12)))
+    S.add("random small shape", [], "shape(normal([1, 3, 1], seed=1))", expect_exact([1, 3, 1]))
+    # Printing 1000 values from two runs of the same seed must agree across
+    # separate print statements (the values are a function of the seed only).
+    S.add("random seeded value repeatable", ["rnd_a = sum(normal([50], seed=21))"],
+          "rnd_a - sum(normal([50], seed=21))", expect_exact(0.0))
+
+
+def large(S, rng):
+    """Sizes past the kernels' tiling and threading grains (results too big to
+    print are compared inside Kiln against a reference literal)."""
+    def rel(expr, ref, dt="f32", tol=2e-6):
+        ref = np.asarray(ref)
+        return ("max(abs(%s - %s)) / %s" % (expr, lit(f32(ref), dt), lit(max(float(np.max(np.abs(ref))), 1e-30))),
+                expect_small(tol, "max relative difference"))
+
+    for sa, sb in (((64, 65), (65, 63)), ((3, 33, 17), (3, 17, 29)), ((1, 130), (130, 7)), ((70, 1), (1, 70)),
+                   ((5, 40, 40), (40, 3))):
+        a = f32(rng.standard_normal(sa))
+        b = f32(rng.standard_normal(sb))
+        want = np.matmul(a, b)
+        tag = "%s @ %s" % ("x".join(map(str, sa)), "x".join(map(str, sb)))
+        e, c = rel("(%s @ %s)" % (lit(a), lit(b)), want, tol=1e-5)
+        S.add("large matmul f32 " + tag, [], e, c)
+        e, c = rel("(%s @ %s)" % (lit(a, "f64"), lit(b, "f64")), want, "f64", tol=1e-7)
+        S.add("large matmul f64 " + tag, [], e, c)
+    x = f32(rng.standard_normal((150, 130)))
+    for ax in (0, 1):
+        e, c = rel("sum(%s, axis=%d)" % (lit(x), ax), x.sum(ax), tol=1e-5)
+        S.add("large sum axis %d" % ax, [], e, c)
+        e, c = rel("max(%s, axis=%d)" % (lit(x), ax), x.max(ax), tol=0)
+        S.add("large max axis %d" % ax, [], e, c)
+        e, c = rel("softmax(%s, axis=%d)" % (lit(x), ax), np.exp(log_softmax(x, ax)), tol=1e-5)
+        S.add("large softmax axis %d" % ax, [], e, c)
+        e, c = rel("logsumexp(%s, axis=%d)" % (lit(x), ax), logsumexp(x, ax), tol=1e-5)
+        S.add("large logsumexp axis %d" % ax, [], e, c)
+        S.add("large argmax axis %d" % ax, [], "sum(abs(argmax(%s, axis=%d) - %s))" % (lit(x), ax, lit(np.argmax(x, ax), "i64")),
+              expect_exact(0))
+    e, c = rel("exp(%s) * 2 + tanh(%s)" % (lit(x), lit(x)), np.exp(x) * 2 + np.tanh(x), tol=1e-5)
+    S.add("large elementwise", [], e, c)
+    e, c = rel("transpose(%s) + 1" % lit(x), x.T + 1, tol=1e-6)
+    S.add("large transpose", [], e, c)
+    e, c = rel("%s[::-3, 7:-5:2]" % lit(x), x[::-3, 7:-5:2], tol=0)
+    S.add("large strided slice", [], e, c)
+    S.add("large sum of ones", [], "sum(ones([1000, 1000]))", expect_exact(1e6))
+    S.add("large sum of ones axis 0", [], "max(abs(sum(ones([1000, 1001]), axis=0) - 1000))", expect_exact(0))
+    S.add("large mean f64", [], "mean(arange(1000001, dtype=f64))", expect_exact(500000.0))
+    S.add("large argmax unique", [], "argmax(-(arange(100000) - 77777) ^ 2)", expect_exact(77777))
+    S.add("large argmin unique", [], "argmin((arange(100000) - 12345) ^ 2)", expect_exact(12345))
+    S.add("large sce", [], "mean(softmax_cross_entropy(zeros([3000, 10]), cast(arange(3000) * 0, i32)))",
+          expect_close(np.log(10), rtol=1e-5))
+
+
+def build(S, rng):
+    unary(S, rng)
+    binary(S, rng)
+    compare(S, rng)
+    where_ops(S, rng)
+    integers(S, rng)
+    casts(S, rng)
+    reductions(S, rng)
+    rows(S, rng)
+    matmuls(S, rng)
+    movement(S, rng)
+    slicing(S, rng)
+    constructors(S, rng)
+    randoms(S, rng)
+    large(S, rng)
+
+
+if __name__ == "__main__":
+    main(build)

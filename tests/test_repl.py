@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The REPL, driven as a user would: through a pseudo-terminal (prompt, line
+editing, history) and through a pipe (scripted: no prompt, results printed).
+Usage: test_repl.py KILN"""
+import os, pty, select, signal, subprocess, sys, tempfile, time
+
+kiln = sys.argv[1]
+sys.stdout.reconfigure(line_buffering=True)
+signal.alarm(300)  # a hung REPL fails the suite instead of stalling CI
+passed = failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok   {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name}: {detail}")
+
+
+def piped(text, timeout=60):
+    p = subprocess.run([kiln], input=text, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+# --- piped: statements in, values out -------------------------------------------
+rc, out, err = piped("x = [1, 2, 3]\nx * 2\nsq(v) = v * v\nsq(x)\nfn f(a) {\n  b = a + 1\n  sum(b)\n}\nf(x)\nprint f(x), 7\n")
+check("piped: values echoed, definitions persist, multi-line fn", out == "[2, 4, 6]\n[1, 4, 9]\n9\n9 7\n", repr(out))
+check("piped: no prompt, no error", "kiln>" not in out and err == "" and rc == 0, repr(err))
+
+rc, out, err = piped("x = [1, 2]\nprint y\nx + 1\n")
+check("piped: an error is reported and the session goes on", out == "[2, 3]\n" and "<repl>:1:7: error: unknown name 'y'" in err, repr(out + err))
+check("piped: a failed statement makes the exit status 1", rc == 1, rc)
+
+rc, out, err = piped("f(v) = sum(v ^ 3)\ngrad(f)([1, 2])\ngrad(grad(f))(2.0)\nh(v) = v * 2\ngrad(h)([1, 2])\n")
+check("piped: gradients, second order", out == "[3, 12]\n12\n", repr(out + err))
+check("piped: grad of a vector-valued function is an error", "scalar result" in err, repr(err))
+
+rc, out, err = piped(":ir sum([1, 2, 3] * 2)\n:ir --after=plan exp([1, 2, 3])\n:c exp([1.0, 2.0])\n:help\n:nope\n")
+check(":ir shows IR", "outputs:" in out, repr(out))
+check(":ir --after=plan shows the schedule", "elementwise -> buf" in out, repr(out))
+check(":c shows the generated C", "_entry(void **args)" in out and "expf" in out, repr(out))
+check(":help", ":time EXPR" in out, repr(out))
+check("unknown command", "unknown command :nope" in err, repr(err))
+
+rc, out, err = piped(":time sum(arange(1000))\n")
+check(":time reports timings", "per run" in out, repr(out + err))
+
+rc, out, err = piped("input X : f32[B, 2]\nparam W : f32[2, 2] = [[1, 2], [3, 4]]\nW @ W\nX @ W\n")
+check("params persist; unbound inputs are a clear error", out == "[[7, 10], [15, 22]]\n" and "input 'X'" in err, repr(out + err))
+
+rc, out, err = piped("x = [1,\n 2,\n 3]\nsum(x)\n")
+check("piped: open brackets continue on the next line", out == "6\n", repr(out + err))
+
+
+# --- through a pseudo-terminal -------------------------------------------------------
+def pty_session(lines, timeout=30):
+    env = dict(os.environ, HOME=tempfile.mkdtemp(), TERM="dumb")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(kiln, [kiln], env)
+    out = b""
+    def read_until(marker, t):
+        nonlocal out
+        end = time.time() + t
+        while time.time() < end:
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    return False
+                if not chunk:
+                    return False
+                out += chunk
+                if marker in out:
+                    return True
+        return False
+    read_until(b"kiln> ", timeout)
+    for line in lines:
+        mark = len(out)
+        os.write(fd, line.encode() + b"\r")
+        # wait for the next prompt after this line's output
+        end = time.time() + timeout
+        while time.time() < end and out.count(b"kiln> ") <= out[:mark].count(b"kiln> "):
+            if not read_until(b"kiln> ", 0.5) and out.count(b"kiln> ") > out[:mark].count(b"kiln> "):
+                break
+    os.write(fd, b"\x04")  # Ctrl-D
+    read_until(b"\x00never", 2)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+rc, out = pty_session(["x = [1, 2, 3]", "x * 10", "print undefined", "sum(x)"])
+check("pty: prompt shown", "kiln> " in out, repr(out[-300:]))
+check("pty: values", "[10, 20, 30]" in out and "\n6" in out.replace("\r", ""), repr(out[-400:]))
+check("pty: error with caret, session continues", "unknown name 'undefined'" in out and "^" in out, repr(out[-400:]))
+check("pty: Ctrl-D leaves with status 0", rc == 0, rc)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
