@@ -181,7 +181,9 @@ static const char *leaf(Gen *g, Node *n, Index *ix, char *t) {
   char lit[64];
   switch (n->op) {
   case OP_CONST:
-    cg_literal(lit, sizeof lit, n->dtype, ir_const_at(n, 0));
+    if (ir_is_float(n->dtype)) cg_literal(lit, sizeof lit, n->dtype, ir_const_at(n, 0));
+    else if (n->dtype == DT_BOOL) snprintf(lit, sizeof lit, "%d", (int)ir_const_int_at(n, 0));
+    else snprintf(lit, sizeof lit, "INT64_C(%" PRId64 ")", ir_const_int_at(n, 0));
     return memo_add(g, n, ix, lit);
   case OP_IOTA:
     cg_need_idx(g, ix);

@@ -159,6 +159,7 @@ Node *ir_where(IrCtx *c, Node *cond, Node *a, Node *b) {
 Node *ir_reduce(IrCtx *c, Op op, Node *a, uint32_t axes, int keepdims) {
   Dim shape[IR_MAXDIM];
   int nd = 0;
+  if (a->ndim < 32 && (axes >> a->ndim)) return fail(c, "reduction axis out of range for a %d-d tensor", a->ndim);
   if (op == OP_PROD || op == OP_SUM) {
     if (a->dtype == DT_BOOL) a = ir_cast(c, a, DT_I64);
     if (a->dtype == DT_I32) a = ir_cast(c, a, DT_I64);  // NumPy accumulates integers in 64 bits
@@ -222,6 +223,8 @@ Node *ir_reshape(IrCtx *c, Node *a, int ndim, const Dim *shape) {
     return fail(c, "cannot reshape %s into %s: the element counts differ", shp(c, a, b1), ir_shape_str(c, ndim, want, b2, 128));
   Node n = proto(OP_RESHAPE, a->dtype, ndim, want);
   if (ir_shape_eq(&n, a)) return a;
+  // A constant reshaped is the same bytes with another shape: one canonical form.
+  if (a->op == OP_CONST && dims_product(want, ndim, &known) && !known.sym) return ir_const(c, a->dtype, ndim, want, a->a.data);
   if (a->op == OP_RESHAPE) a = a->src[0];  // reshape of a reshape is one reshape
   if (ir_shape_eq(&n, a)) return a;
   return mk(c, &n, &a, 1);
@@ -294,6 +297,16 @@ Node *ir_slice(IrCtx *c, Node *a, const int64_t *start, const int64_t *count, co
 
 Node *ir_pad(IrCtx *c, Node *a, const Dim *shape, const int64_t *start, const int64_t *step) {
   Node n = proto(OP_PAD, a->dtype, a->ndim, shape);
+  int ident = 1;
+  for (int d = 0; d < a->ndim; d++) {
+    Dim s = a->shape[d];
+    if (start[d] == 0 && step[d] == 1 && dim_eq(s, shape[d])) continue;
+    ident = 0;
+    if (step[d] <= 0) return fail(c, "pad: step must be positive");
+    if ((s.sym && s.k) || (shape[d].sym && shape[d].k)) return fail(c, "pad: a symbolic dimension can only be kept whole");
+    if (start[d] < 0 || (s.k && start[d] + (s.k - 1) * step[d] >= shape[d].k)) return fail(c, "pad: the placed elements fall outside the result");
+  }
+  if (ident) return a;
   for (int d = 0; d < a->ndim; d++) {
     n.a.i[d] = start[d];
     n.a.i[IR_MAXDIM + d] = step[d];

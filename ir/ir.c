@@ -176,6 +176,17 @@ double ir_const_at(const Node *n, int64_t i) {
   }
 }
 
+int64_t ir_const_int_at(const Node *n, int64_t i) {
+  const void *d = n->a.data;
+  switch (n->dtype) {
+  case DT_BOOL: return ((const uint8_t *)d)[i];
+  case DT_I32: return ((const int32_t *)d)[i];
+  case DT_I64: return ((const int64_t *)d)[i];
+  case DT_F32: return (int64_t)((const float *)d)[i];
+  default: return (int64_t)((const double *)d)[i];
+  }
+}
+
 int ir_is_scalar_const(const Node *n, double *v) {
   while (n->op == OP_BROADCAST || n->op == OP_RESHAPE) n = n->src[0];
   int64_t m;

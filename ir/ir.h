@@ -129,6 +129,7 @@ int ir_shape_eq(const Node *a, const Node *b);
 int ir_numel_const(const Node *n, int64_t *out);     // 1 if the element count is known
 int ir_is_scalar_const(const Node *n, double *v);    // CONST with one element, or a broadcast of one
 double ir_const_at(const Node *n, int64_t i);        // element i of a CONST as double
+int64_t ir_const_int_at(const Node *n, int64_t i);   // ... as an integer (exact for i64)
 // Nodes reachable from roots, operands first.
 Node **ir_topo(IrCtx *c, Node **roots, int n, int *count);
 

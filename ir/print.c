@@ -41,7 +41,11 @@ static void print_const(FILE *f, const Node *n) {
   int64_t m;
   ir_numel_const(n, &m);
   fputs(" {", f);
-  for (int64_t i = 0; i < m && i < 8; i++) fprintf(f, "%s%g", i ? ", " : "", ir_const_at(n, i));
+  // Enough digits to tell values apart: goldens see every bit of an f32.
+  for (int64_t i = 0; i < m && i < 8; i++) {
+    if (ir_is_float(n->dtype)) fprintf(f, n->dtype == DT_F32 ? "%s%.9g" : "%s%.17g", i ? ", " : "", ir_const_at(n, i));
+    else fprintf(f, "%s%" PRId64, i ? ", " : "", ir_const_int_at(n, i));
+  }
   if (m > 8) fprintf(f, ", ... %" PRId64 " values", m);
   fputc('}', f);
 }

@@ -52,7 +52,7 @@ static Node *rewrite_node(IrCtx *c, Node *n, RewriteRule rule, void *ud, Memo *m
       }
       if (x == r) break;
       // The replacement may contain new nodes that need rewriting themselves.
-      if (depth < 32 && x->id >= t->id) x = rewrite_node(c, x, rule, ud, m, depth + 1);
+      if (depth < 32 && !memo_get(m, x)) x = rewrite_node(c, x, rule, ud, m, depth + 1);
       if (!x) { free(order); return NULL; }
       r = x;
     }
