@@ -359,11 +359,32 @@ Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
 }
 
 // ---- computing values: the pipeline, compiled once per graph -------------------
-static Program *program_for(Ev *ev, Node *n, Node ***ins_out, int *nin_out, Span where) {
-  for (int i = 0; i < ev->nprogs; i++)
-    if (ev->progs[i].out == n) { *ins_out = ev->progs[i].ins; *nin_out = ev->progs[i].nin; return ev->progs[i].prog; }
+// Fails at `where` if n depends on an input that has no value.
+static void check_bound(Ev *ev, Node *n, Span where) {
   int count;
   Node **order = ir_topo(ev->c, &n, 1, &count);
+  for (int i = 0; i < count; i++) {
+    Node *x = order[i];
+    if (x->op == OP_INPUT && x->a.i[0] != ROLE_PARAM) {
+      const char *name = x->a.name;
+      free(order);
+      ev_fail(ev, where, "this depends on the input '%s', which has no value here (inputs are bound by training "
+              "statements or the C API)", name);
+    }
+  }
+  free(order);
+}
+
+static Program *program_for(Ev *ev, Node **outs, int nout, Node ***ins_out, int *nin_out, Span where) {
+  for (int i = 0; i < ev->nprogs; i++) {
+    CachedProgram *cp = &ev->progs[i];
+    if (cp->nout == nout && !memcmp(cp->outs, outs, sizeof(Node *) * nout)) {
+      *ins_out = cp->ins; *nin_out = cp->nin;
+      return cp->prog;
+    }
+  }
+  int count;
+  Node **order = ir_topo(ev->c, outs, nout, &count);
   Node **ins = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
   int nin = 0;
   for (int i = 0; i < count; i++) {
@@ -377,7 +398,7 @@ static Program *program_for(Ev *ev, Node *n, Node ***ins_out, int *nin_out, Span
     ins[nin++] = x;
   }
   free(order);
-  IrGraph *g = ir_graph_new(ev->c, &n, 1, ins, nin);
+  IrGraph *g = ir_graph_new(ev->c, outs, nout, ins, nin);
   if ((ev->pipe.dump_after || ev->pipe.emit_c) && where.src)
     fprintf(ev->pipe.dump, "%s graph of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", where.src->name, where.line, where.col);
   char err[8192];
@@ -388,7 +409,7 @@ static Program *program_for(Ev *ev, Node *n, Node ***ins_out, int *nin_out, Span
   }
   ev->progs = realloc(ev->progs, sizeof(CachedProgram) * (ev->nprogs + 1));
   if (!ev->progs) abort();
-  ev->progs[ev->nprogs++] = (CachedProgram){n, ins, nin, pr};
+  ev->progs[ev->nprogs++] = (CachedProgram){g->outs, nout, ins, nin, pr};
   *ins_out = ins; *nin_out = nin;
   return pr;
 }
@@ -398,9 +419,9 @@ static RtTensor *param_value(Ev *ev, Node *n) {
   return NULL;
 }
 
-int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out) {
+int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out) {
   Node **ins; int nin;
-  Program *pr = program_for(ev, n, &ins, &nin, where);
+  Program *pr = program_for(ev, n, count, &ins, &nin, where);
   if (!pr) return 1;
   RtTensor *in = malloc(sizeof(RtTensor) * (nin + 1));
   if (!in) abort();
@@ -408,56 +429,66 @@ int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out) {
   int64_t D[65] = {0}, shape[IR_MAXDIM];
   char err[512];
   if (prog_bind(pr, in, D, err, sizeof err)) { free(in); ev_fail(ev, where, "%s", err); }
-  int nd;
-  prog_out_shape(pr, 0, D, &nd, shape);
-  *out = rt_tensor_new((RtDType)n->dtype, nd, shape);
-  if (!out->data) { free(in); ev_fail(ev, where, "out of memory for a result of %d dimensions", nd); }
-  if (prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi)) { free(in); rt_tensor_free(out); ev_fail(ev, where, "libffi could not call the compiled graph"); }
+  for (int i = 0; i < count; i++) {
+    int nd;
+    prog_out_shape(pr, i, D, &nd, shape);
+    out[i] = rt_tensor_new((RtDType)n[i]->dtype, nd, shape);
+    if (!out[i].data) {
+      for (int j = 0; j < i; j++) rt_tensor_free(&out[j]);
+      free(in);
+      ev_fail(ev, where, "out of memory for a result of %d dimensions", nd);
+    }
+  }
+  if (prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi)) {
+    for (int j = 0; j < count; j++) rt_tensor_free(&out[j]);
+    free(in);
+    ev_fail(ev, where, "libffi could not call the compiled graph");
+  }
   free(in);
   return 0;
 }
 
+int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out) { return ev_compute_many(ev, &n, 1, where, out); }
+
 // ---- statements -----------------------------------------------------------------
-// The text of a value: tensors are computed (compiled and run) first.
-static char *value_text(Ev *ev, Value v, Span sp) {
+// The text of a value other than a tensor.
+static char *plain_text(Value v) {
   char buf[256];
   switch (v.kind) {
   case V_STR: return strdup(v.s);
   case V_DTYPE: return strdup(ir_dtype_name(v.dt));
   case V_FUNC: snprintf(buf, sizeof buf, "<function %s>", v.fn->name ? v.fn->name : "grad"); return strdup(buf);
-  case V_NONE: return strdup("");
-  default: break;
+  default: return strdup("");
   }
-  Node *t = ev_tensor(ev, v, sp, "a printed value");
-  RtTensor r;
-  if (ev_compute(ev, t, sp, &r)) return NULL;
-  char *s = rt_tensor_to_string(&r);
-  rt_tensor_free(&r);
-  return s;
 }
 
-// print a, b: every value is computed before anything is printed, so an
-// error leaves no half-printed line.
-static void print_values(Ev *ev, AstNode **items, int n, Env *env) {
-  char **text = arena_alloc(ev->arena, sizeof(char *) * (n + 1));
-  jmp_buf jb, *outer = ev->on_error;
-  ev->on_error = &jb;
-  int i = 0;
-  if (setjmp(jb)) {
-    for (int j = 0; j < i; j++) free(text[j]);
-    ev->on_error = outer;
-    longjmp(*outer, 1);
+// print a, b: the tensors among the values are computed by one compiled graph
+// (shared work is done once), and only then is anything printed, so an error
+// leaves no half-printed line. Returns 0 if it stopped to show a stage.
+static int print_values(Ev *ev, Value *v, Span *sp, int n, Span where) {
+  Node **t = arena_alloc(ev->arena, sizeof(Node *) * (n + 1));
+  int *slot = arena_alloc(ev->arena, sizeof(int) * (n + 1)), nt = 0;
+  for (int i = 0; i < n; i++) {
+    slot[i] = -1;
+    if (v[i].kind == V_TENSOR || v[i].kind == V_LIST) {
+      t[nt] = ev_tensor(ev, v[i], sp[i], "a printed value");
+      check_bound(ev, t[nt], sp[i]);
+      slot[i] = nt++;
+    }
   }
-  for (; i < n; i++) text[i] = value_text(ev, eval(ev, env, items[i]), items[i]->span);
-  ev->on_error = outer;
-  int shown = 0;
-  for (int j = 0; j < n; j++) {
-    if (!text[j]) continue;   // stopped to show a pipeline stage
-    fprintf(ev->out, "%s%s", shown++ ? " " : "", text[j]);
-    free(text[j]);
+  RtTensor *r = calloc(nt + 1, sizeof *r);
+  if (!r) abort();
+  if (nt && ev_compute_many(ev, t, nt, where, r)) { free(r); return 0; }
+  for (int i = 0; i < n; i++) {
+    char *s = slot[i] >= 0 ? rt_tensor_to_string(&r[slot[i]]) : plain_text(v[i]);
+    fprintf(ev->out, "%s%s", i ? " " : "", s ? s : "");
+    free(s);
   }
-  if (shown) fputc('\n', ev->out);
+  fputc('\n', ev->out);
   fflush(ev->out);
+  for (int i = 0; i < nt; i++) rt_tensor_free(&r[i]);
+  free(r);
+  return 1;
 }
 
 static void parse_shape(Ev *ev, Env *env, AstNode *s, int allow_sym, int *nd, Dim *shape) {
@@ -585,9 +616,13 @@ static void exec_import(Ev *ev, AstNode *s) {
 static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
   Value none = {0};
   switch (s->kind) {
-  case AST_PRINT:
-    print_values(ev, s->items, s->nitems, env);
+  case AST_PRINT: {
+    Value *v = arena_alloc(ev->arena, sizeof(Value) * (s->nitems + 1));
+    Span *sp = arena_alloc(ev->arena, sizeof(Span) * (s->nitems + 1));
+    for (int i = 0; i < s->nitems; i++) { v[i] = eval(ev, env, s->items[i]); sp[i] = s->items[i]->span; }
+    print_values(ev, v, sp, s->nitems, s->span);
     return none;
+  }
   case AST_INPUT: {
     DType dt = parse_dtype(ev, s);
     int nd; Dim shape[IR_MAXDIM];
@@ -672,12 +707,7 @@ void ev_free(Ev *ev) {
 }
 
 static void echo_value(Ev *ev, Value v, Span sp) {
-  if (v.kind == V_NONE) return;
-  char *s = value_text(ev, v, sp);
-  if (!s) return;
-  fprintf(ev->out, "%s\n", s);
-  fflush(ev->out);
-  free(s);
+  if (v.kind != V_NONE) print_values(ev, &v, &sp, 1, sp);
 }
 
 int ev_run(Ev *ev, const char *name, const char *text) {

@@ -48,7 +48,7 @@ struct Env { Env *parent; Binding *b; int n, cap; };
 typedef struct { Node *node; RtTensor value; } Param;
 
 // A compiled graph kept for reuse within the session, keyed by its output.
-typedef struct { Node *out; Node **ins; int nin; Program *prog; } CachedProgram;
+typedef struct { Node **outs; int nout; Node **ins; int nin; Program *prog; } CachedProgram;
 
 typedef struct Ev {
   IrCtx *c;
@@ -76,6 +76,8 @@ int ev_run(Ev *ev, const char *name, const char *text);
 int ev_eval_tensor(Ev *ev, const char *name, const char *text, RtTensor *out, Node **node);
 // Compile (cached) and run a graph with no free inputs but parameters.
 int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out);
+// Several values from one compiled graph (what `print a, b` does).
+int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out);
 Value *ev_lookup(Ev *ev, const char *name);
 // Start the JIT and the thread pool (threads <= 0: all cores). 0, or -1 with a message.
 int ev_start(Ev *ev, int threads, char *err, size_t errlen);

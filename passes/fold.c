@@ -414,7 +414,9 @@ static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
     if (kind == K_EW ? !ew_at(n, 0, &one) : !move_at(n, 0, &one)) return NULL;
     return uniform(c, n, one);
   }
-  if (!concrete(n, &m) || m > (kind == K_MOVE ? lim->max_move : lim->max_compute)) return NULL;
+  // Casts convert exactly, like moves: folded as data, not arithmetic.
+  int data = kind == K_MOVE || n->op == OP_CAST;
+  if (!concrete(n, &m) || m > (data ? lim->max_move : lim->max_compute)) return NULL;
   if (kind == K_EW)
     for (int s = 0; s < n->nsrc; s++)
       if (!ir_shape_eq(n->src[s], n)) return NULL;
