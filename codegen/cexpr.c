@@ -180,11 +180,14 @@ static void emit_template(Gen *g, Node *n, const char **args, char *t) {
 static const char *leaf(Gen *g, Node *n, Index *ix, char *t) {
   char lit[64];
   switch (n->op) {
-  case OP_CONST:
+  case OP_CONST: {
+    int64_t m;
+    if (ir_numel_const(n, &m) && m == 0) return memo_add(g, n, ix, "0");   // empty: never read
     if (ir_is_float(n->dtype)) cg_literal(lit, sizeof lit, n->dtype, ir_const_at(n, 0));
     else if (n->dtype == DT_BOOL) snprintf(lit, sizeof lit, "%d", (int)ir_const_int_at(n, 0));
     else snprintf(lit, sizeof lit, "INT64_C(%" PRId64 ")", ir_const_int_at(n, 0));
     return memo_add(g, n, ix, lit);
+  }
   case OP_IOTA:
     cg_need_idx(g, ix);
     cg_line(g, "%s %s = (%s)%s;", cg_ctype(n->dtype), cg_tmp(g, t), cg_ctype(n->dtype), ix->idx[n->a.i[0]]);
@@ -277,9 +280,10 @@ static const char *pad(Gen *g, Node *n, Index *ix, char *t) {
       k += snprintf(cond + k, sizeof cond - k, " && %s >= 0 && %s < %s", q, q, cnt);
       snprintf(v->idx[i], sizeof v->idx[i], "%s", q);
     } else {
-      k += snprintf(cond + k, sizeof cond - k, " && %s >= 0 && %s %% %" PRId64 " == 0 && %s / %" PRId64 " < %s",
-                    q, q, sp, q, sp, cnt);
+      // Any nonzero step: element k sits at start + k*step.
       cg_line(g, "int64_t %s = %s / %" PRId64 ";", cg_tmp(g, v->idx[i]), q, sp);
+      k += snprintf(cond + k, sizeof cond - k, " && %s %% %" PRId64 " == 0 && %s >= 0 && %s < %s",
+                    q, sp, v->idx[i], v->idx[i], cnt);
     }
   }
   v->has_idx = 1;

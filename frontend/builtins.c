@@ -42,7 +42,7 @@ static int bool_arg(Ev *ev, Args *a, int pos, const char *kw, int def) {
   Value *v = arg(a, pos, kw, &sp);
   if (!v) return def;
   double x;
-  Node *t = ev_tensor(ev, *v, sp, kw);
+  Node *t = ev_raw(ev, *v, sp, kw);
   if (!ir_is_scalar_const(t, &x)) ev_fail(ev, sp, "%s must be a constant (true or false)", kw);
   return x != 0;
 }
@@ -52,7 +52,7 @@ static double num_arg(Ev *ev, Args *a, int pos, const char *kw, double def) {
   Value *v = arg(a, pos, kw, &sp);
   if (!v) return def;
   double x;
-  Node *t = ev_tensor(ev, *v, sp, kw);
+  Node *t = ev_raw(ev, *v, sp, kw);
   if (!ir_is_scalar_const(t, &x) || t->ndim) ev_fail(ev, sp, "%s must be a constant number", kw);
   return x;
 }
@@ -72,7 +72,7 @@ static int int_list(Ev *ev, Value v, Span sp, const char *what, int64_t *out, in
     for (int i = 0; i < v.n; i++) out[i] = ev_const_int(ev, v.items[i], sp, what);
     return v.n;
   }
-  Node *t = ev_tensor(ev, v, sp, what);
+  Node *t = ev_raw(ev, v, sp, what);
   if (t->ndim == 0) { out[0] = ev_const_int(ev, v, sp, what); return 1; }
   int64_t n;
   if (t->op != OP_CONST || t->ndim != 1 || !ir_numel_const(t, &n)) ev_fail(ev, sp, "%s must be a list of constant integers", what);
@@ -126,7 +126,7 @@ static Value op_elementwise(Ev *ev, const Builtin *b, Args *a) {
   Value v[3] = {{0}};
   for (int i = 0; i < n; i++) {
     v[i] = a->pos[i];
-    v[i].t = ev_tensor(ev, v[i], a->pos_span[i], "an argument");
+    v[i].t = ev_raw(ev, v[i], a->pos_span[i], "an argument");
     v[i].kind = V_TENSOR;
   }
   int first = b->op == OP_WHERE ? 1 : 0;
@@ -205,8 +205,8 @@ static Value b_mean(Ev *ev, const Builtin *b, Args *a) {
 static Value b_cast(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"dtype", NULL};
   check_args(ev, b, a, 2, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
   Span sp;
+  Node *x = ev_raw(ev, need(ev, b, a, 0, "x", &sp), sp, "x");   // a bare number converts exactly
   Value t = need(ev, b, a, 1, "dtype", &sp);
   if (t.kind != V_DTYPE) ev_fail(ev, sp, "cast needs a dtype: f32, f64, i32, i64 or bool");
   return ev_tval(ir_cast(ev->c, x, t.dt));

@@ -30,8 +30,10 @@ Value ev_tval(Node *n) {
   return v;
 }
 
+// A number literal is weak: held exactly (f64) until it meets a tensor, whose
+// dtype it takes; on its own it becomes f32 (ev_tensor).
 static Value weak_num(Ev *ev, double x) {
-  Value v = ev_tval(ir_scalar(ev->c, DT_F32, x));
+  Value v = ev_tval(ir_scalar(ev->c, DT_F64, x));
   v.weak = 1;
   return v;
 }
@@ -92,7 +94,7 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
   Node **t = arena_alloc(ev->arena, sizeof(Node *) * (v.n + 1));
   int weak = 1;
   for (int i = 0; i < v.n; i++) {
-    t[i] = ev_tensor(ev, v.items[i], sp, "a list element");
+    t[i] = ev_raw(ev, v.items[i], sp, "a list element");
     weak &= v.items[i].weak;
     if (i && !ir_shape_eq(t[i], t[0]))
       ev_fail(ev, sp, "ragged list: element %d has a different shape from element 0", i);
@@ -128,13 +130,19 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
     return ev_check(ev, ir_const(ev->c, dt, t[0]->ndim + 1, shape, data), sp);
   }
   Dim one[IR_MAXDIM + 1];
+  int nd = t[0]->ndim + 1;
   one[0] = dim_c(1);
   memcpy(one + 1, t[0]->shape, sizeof(Dim) * t[0]->ndim);
-  for (int i = 0; i < v.n; i++) t[i] = ev_check(ev, ir_reshape(ev->c, ir_cast(ev->c, t[i], dt), t[0]->ndim + 1, one), sp);
+  for (int i = 0; i < v.n; i++) t[i] = ev_check(ev, ir_reshape(ev->c, ir_cast(ev->c, t[i], dt), nd, one), sp);
   return ev_check(ev, ir_concat(ev->c, t, v.n, 0), sp);
 }
 
 Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what) {
+  if (v.kind == V_TENSOR && v.weak && v.t->dtype == DT_F64) return ir_cast(ev->c, v.t, DT_F32);
+  return ev_raw(ev, v, sp, what);
+}
+
+Node *ev_raw(Ev *ev, Value v, Span sp, const char *what) {
   switch (v.kind) {
   case V_TENSOR: return v.t;
   case V_LIST: return list_tensor(ev, v, sp);
@@ -146,7 +154,7 @@ Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what) {
 }
 
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what) {
-  Node *n = ev_tensor(ev, v, sp, what);
+  Node *n = ev_raw(ev, v, sp, what);
   double x;
   if (n->ndim != 0 || !ir_is_scalar_const(n, &x))
     ev_fail(ev, sp, "%s must be a constant integer", what);
@@ -177,8 +185,8 @@ static const Op binop_ir[B_COUNT] = {
 };
 
 static Value binary(Ev *ev, int op, Value a, Value b, AstNode *e) {
-  a.t = ev_tensor(ev, a, e->lhs->span, "the left operand");
-  b.t = ev_tensor(ev, b, e->rhs->span, "the right operand");
+  a.t = ev_raw(ev, a, e->lhs->span, "the left operand");
+  b.t = ev_raw(ev, b, e->rhs->span, "the right operand");
   a.kind = b.kind = V_TENSOR;
   int weak = a.weak && b.weak;
   ev_unify_weak(ev, &a, &b);
@@ -284,9 +292,10 @@ static Value eval(Ev *ev, Env *env, AstNode *e) {
   case AST_UNARY: {
     Value a = eval(ev, env, e->lhs);
     if (e->op == U_PLUS) return a;
-    Node *t = ev_tensor(ev, a, e->lhs->span, "the operand");
-    if (e->op == U_NEG && a.weak) return weak_num(ev, -ir_const_at(t, 0));
+    Node *t = ev_raw(ev, a, e->lhs->span, "the operand");
+    if (e->op == U_NEG && a.weak && t->op == OP_CONST) return weak_num(ev, -ir_const_at(t, 0));
     Value r = ev_tval(ev_check(ev, ir_unary(ev->c, e->op == U_NEG ? OP_NEG : OP_NOT, t), e->op_span));
+    r.weak = a.weak && e->op == U_NEG;
     return r;
   }
   case AST_BINARY: {
@@ -564,7 +573,7 @@ static Node *param_init(Ev *ev, Env *env, AstNode *s, DType dt, int nd, Dim *sha
   if (v.kind == V_FUNC && v.fn->kind == FN_BUILTIN &&
       (!strcmp(v.fn->name, "zeros") || !strcmp(v.fn->name, "ones")))
     return ir_broadcast(c, ir_scalar(c, dt, !strcmp(v.fn->name, "ones")), nd, shape);
-  Node *t = ev_tensor(ev, v, r->span, "an initializer");
+  Node *t = ev_raw(ev, v, r->span, "an initializer");
   Node *b = ir_broadcast(c, ir_cast(c, t, dt), nd, shape);
   if (!b) {
     char b1[128], b2[128];

@@ -87,6 +87,9 @@ char *ev_read_file(const char *path, size_t *len);   // malloc'd, NUL-terminated
 _Noreturn void ev_fail(Ev *ev, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 Node *ev_check(Ev *ev, Node *n, Span sp);   // n or fail with the IR's message at sp
 Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what);
+// The same without giving a bare number its final dtype (operators and
+// arguments that read constants use it: the literal's exact value).
+Node *ev_raw(Ev *ev, Value v, Span sp, const char *what);
 Value ev_tval(Node *n);
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what);
 Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp);

@@ -302,9 +302,11 @@ Node *ir_pad(IrCtx *c, Node *a, const Dim *shape, const int64_t *start, const in
     Dim s = a->shape[d];
     if (start[d] == 0 && step[d] == 1 && dim_eq(s, shape[d])) continue;
     ident = 0;
-    if (step[d] <= 0) return fail(c, "pad: step must be positive");
+    if (step[d] == 0) return fail(c, "pad: step cannot be zero");
     if ((s.sym && s.k) || (shape[d].sym && shape[d].k)) return fail(c, "pad: a symbolic dimension can only be kept whole");
-    if (start[d] < 0 || (s.k && start[d] + (s.k - 1) * step[d] >= shape[d].k)) return fail(c, "pad: the placed elements fall outside the result");
+    int64_t last = start[d] + (s.k - 1) * step[d];
+    if (s.k && (start[d] < 0 || start[d] >= shape[d].k || last < 0 || last >= shape[d].k))
+      return fail(c, "pad: the placed elements fall outside the result");
   }
   if (ident) return a;
   for (int d = 0; d < a->ndim; d++) {

@@ -164,10 +164,22 @@ static Node *grad_SUM(GradCtx *g, Node *n, Node *adj, int i) {
   return bcast_to(g, keepdims(g, adj, x, (uint32_t)n->a.i[0]), x);
 }
 // adj * prod / x: exact for nonzero x (a zero gives inf/NaN, as in the naive form).
+// d prod / d x_i is the product of the others, exact also where x has zeros:
+// with no zero it is p/x_i; with one zero, p' (the product of the nonzeros)
+// at that zero and 0 elsewhere; with more, 0. The division reads a safe x
+// (1 at zeros) so no inf ever meets a masked zero, at any order.
 static Node *grad_PROD(GradCtx *g, Node *n, Node *adj, int i) {
   Node *x = n->src[0];
   uint32_t ax = (uint32_t)n->a.i[0];
-  return mul(g, keepdims(g, adj, x, ax), dvd(g, keepdims(g, n, x, ax), x));
+  IrCtx *c = g->c;
+  Node *zero = ir_binary(c, OP_EQ, x, cst(g, x, 0));
+  Node *safe = where(g, zero, cst(g, x, 1), x);
+  Node *nzeros = sum_axes(g, ir_cast(c, zero, x->dtype), ax);
+  Node *pnz = ir_reduce(c, OP_PROD, safe, ax, 1);
+  Node *none = ir_binary(c, OP_EQ, nzeros, cst(g, nzeros, 0));
+  Node *one = ir_binary(c, OP_AND, ir_binary(c, OP_EQ, nzeros, cst(g, nzeros, 1)), zero);
+  Node *others = where(g, none, dvd(g, pnz, safe), where(g, one, bcast_to(g, pnz, x), cst(g, x, 0)));
+  return mul(g, keepdims(g, adj, x, ax), others);
 }
 // The adjoint goes to the extreme positions, shared equally among ties.
 static Node *grad_extreme(GradCtx *g, Node *n, Node *adj) {

@@ -352,7 +352,7 @@ static void check(Tst *t, const char *name, Node *y, Node **wrt, int nwrt, int o
   if (!order2 || !ok) return;
   Node *z = NULL;
   for (int w = 0; w < nwrt; w++) {
-    Node *term = ir_reduce(t->c, OP_SUM, ir_binary(t->c, OP_MUL, rand_const(t, out[w]), out[w]), 0xff, 0);
+    Node *term = ir_reduce(t->c, OP_SUM, ir_binary(t->c, OP_MUL, rand_const(t, out[w]), out[w]), (1u << out[w]->ndim) - 1, 0);
     z = z ? ir_binary(t->c, OP_ADD, z, term) : term;
   }
   char name2[128];

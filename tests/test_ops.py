@@ -561,6 +561,8 @@ def constructors(S, rng):
     S.add("empty list literal", [], "[]", expect_exact(np.zeros(0), shape=(0,)))
     S.add("empty list literal * 2", [], "[] * 2", expect_exact(np.zeros(0), shape=(0,)))
     S.add("large integer literals in full", [], "full([1], 16777217, dtype=i32)", expect_exact([16777217]))
+    S.add("large integer literals in arange", [], "arange(16777215, 16777219, dtype=i32)",
+          expect_exact(np.arange(16777215, 16777219)))
     S.add("large integer literal cast", [], "cast(16777217, i64)", expect_exact(16777217))
     for args, want in (("5", np.arange(5)), ("2, 9, 3", np.arange(2, 9, 3)), ("5, 0, -1", np.arange(5, 0, -1)),
                        ("-3, 3", np.arange(-3, 3)), ("0, 1, 0.25", np.arange(0, 1, 0.25)),
@@ -655,41 +657,53 @@ def randoms(S, rng):
 
 
 def large(S, rng):
-    """Sizes past the kernels' tiling and threading grains (results too big to
-    print are compared inside Kiln against a reference literal)."""
-    def rel(expr, ref, dt="f32", tol=2e-6):
-        ref = np.asarray(ref)
-        return ("max(abs(%s - %s)) / %s" % (expr, lit(f32(ref), dt), lit(max(float(np.max(np.abs(ref))), 1e-30))),
-                expect_small(tol, "max relative difference"))
+    """Sizes past the kernels' tiling and threading grains. Inputs are made
+    inside Kiln from arange (a literal this size would make a huge program),
+    and the results, too big to print, are compared through checksums:
+    sum(R * P) for a fixed pattern P (catches misplaced elements), sum(abs(R))."""
+    def gen(shape, fn, c, dt="f32"):
+        n = int(np.prod(shape))
+        k = "%s(reshape(arange(%d, dtype=%s), %s) * %s)" % (fn, n, dt, list(shape), c)
+        npdt = np.float32 if dt == "f32" else np.float64
+        # a weak scalar takes the tensor's dtype: f32(c) for f32, the exact c for f64
+        v = getattr(np, fn)(np.arange(n, dtype=npdt).reshape(shape) * npdt(float(c)))
+        return k, v.astype(np.float64)
+
+    def chk(name, expr, want, dt="f32", tol=1e-5):
+        want = np.asarray(want, np.float64)
+        pk, pv = gen(want.shape, "cos", "0.013", dt)
+        ref = np.array([np.sum(want * pv), np.sum(np.abs(want))])
+        scale = max(np.sum(np.abs(want)), 1e-30)
+
+        def check(vals, ref=ref, scale=scale):
+            got = np.array([float(vals[0]), float(vals[1])])
+            # tol relative to sum(abs(R)), plus the printer's 6 significant digits
+            if np.any(np.isnan(got)) or np.any(np.abs(got - ref) > tol * scale + 5e-6 * np.abs(ref)):
+                return "checksums %s, expected %s (scale %.3g)" % (got, ref, scale)
+            return None
+        p = "(%s)" % expr
+        S.add(name, [], ["sum(%s * %s)" % (p, pk) if want.ndim else "%s * %s" % (p, pk), "sum(abs(%s))" % p], check)
 
     for sa, sb in (((64, 65), (65, 63)), ((3, 33, 17), (3, 17, 29)), ((1, 130), (130, 7)), ((70, 1), (1, 70)),
                    ((5, 40, 40), (40, 3))):
-        a = f32(rng.standard_normal(sa))
-        b = f32(rng.standard_normal(sb))
-        want = np.matmul(a, b)
         tag = "%s @ %s" % ("x".join(map(str, sa)), "x".join(map(str, sb)))
-        e, c = rel("(%s @ %s)" % (lit(a), lit(b)), want, tol=1e-5)
-        S.add("large matmul f32 " + tag, [], e, c)
-        e, c = rel("(%s @ %s)" % (lit(a, "f64"), lit(b, "f64")), want, "f64", tol=1e-7)
-        S.add("large matmul f64 " + tag, [], e, c)
-    x = f32(rng.standard_normal((150, 130)))
+        for dt in ("f32", "f64"):
+            ak, av = gen(sa, "sin", "0.37", dt)
+            bk, bv = gen(sb, "cos", "0.11", dt)
+            chk("large matmul %s %s" % (dt, tag), "%s @ %s" % (ak, bk), np.matmul(av, bv), dt,
+                tol=1e-5 if dt == "f32" else 1e-9)
+    xk, x = gen((150, 130), "sin", "0.7")
     for ax in (0, 1):
-        e, c = rel("sum(%s, axis=%d)" % (lit(x), ax), x.sum(ax), tol=1e-5)
-        S.add("large sum axis %d" % ax, [], e, c)
-        e, c = rel("max(%s, axis=%d)" % (lit(x), ax), x.max(ax), tol=0)
-        S.add("large max axis %d" % ax, [], e, c)
-        e, c = rel("softmax(%s, axis=%d)" % (lit(x), ax), np.exp(log_softmax(x, ax)), tol=1e-5)
-        S.add("large softmax axis %d" % ax, [], e, c)
-        e, c = rel("logsumexp(%s, axis=%d)" % (lit(x), ax), logsumexp(x, ax), tol=1e-5)
-        S.add("large logsumexp axis %d" % ax, [], e, c)
-        S.add("large argmax axis %d" % ax, [], "sum(abs(argmax(%s, axis=%d) - %s))" % (lit(x), ax, lit(np.argmax(x, ax), "i64")),
-              expect_exact(0))
-    e, c = rel("exp(%s) * 2 + tanh(%s)" % (lit(x), lit(x)), np.exp(x) * 2 + np.tanh(x), tol=1e-5)
-    S.add("large elementwise", [], e, c)
-    e, c = rel("transpose(%s) + 1" % lit(x), x.T + 1, tol=1e-6)
-    S.add("large transpose", [], e, c)
-    e, c = rel("%s[::-3, 7:-5:2]" % lit(x), x[::-3, 7:-5:2], tol=0)
-    S.add("large strided slice", [], e, c)
+        chk("large sum axis %d" % ax, "sum(%s, axis=%d)" % (xk, ax), x.sum(ax))
+        chk("large max axis %d" % ax, "max(%s, axis=%d)" % (xk, ax), x.max(ax), tol=1e-6)
+        chk("large softmax axis %d" % ax, "softmax(%s, axis=%d)" % (xk, ax), np.exp(log_softmax(x, ax)))
+        chk("large logsumexp axis %d" % ax, "logsumexp(%s, axis=%d)" % (xk, ax), logsumexp(x, ax))
+        chk("large argmax axis %d" % ax, "argmax(%s, axis=%d)" % (xk, ax), np.argmax(x, ax), tol=1e-6)
+    chk("large elementwise", "exp(%s) * 2 + tanh(%s)" % (xk, xk), np.exp(x) * 2 + np.tanh(x))
+    chk("large transpose", "transpose(%s) + 1" % xk, x.T + 1)
+    chk("large strided slice", "%s[::-3, 7:-5:2]" % xk, x[::-3, 7:-5:2], tol=1e-6)
+    chk("large f64 sum", "sum(%s, axis=0)" % gen((150, 130), "sin", "0.7", "f64")[0],
+        gen((150, 130), "sin", "0.7", "f64")[1].sum(0), "f64", tol=1e-9)
     S.add("large sum of ones", [], "sum(ones([1000, 1000]))", expect_exact(1e6))
     S.add("large sum of ones axis 0", [], "max(abs(sum(ones([1000, 1001]), axis=0) - 1000))", expect_exact(0))
     S.add("large mean f64", [], "mean(arange(1000001, dtype=f64))", expect_exact(500000.0))

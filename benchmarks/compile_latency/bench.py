@@ -12,7 +12,7 @@ Two programs, the same for every system:
   g20   a 20-op elementwise/reduction function of a 64-vector and its gradient
         f(x) = sum(tanh(x) * sigmoid(x) + exp(-x^2) - softplus(x) * sin(x)
                    + relu(x) * cos(x) / sqrt(x * x + 1))
-        evaluated at x = linspace(-2, 2, 64): f(x) and grad(f)(x)
+        evaluated at x = linspace(-2, 2, 64): print f(x), grad(f)(x)
 
 Kiln is timed as a whole process (`kiln run -e CODE`), and in-process through one
 long-running REPL fed over a pipe.  The peers are timed in a fresh Python
@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import select
 import shutil
 import statistics
@@ -43,7 +44,9 @@ F_KILN = ("f(x) = sum(tanh(x) * sigmoid(x) + exp(-x ^ 2) - softplus(x) * sin(x)"
           " + relu(x) * cos(x) / sqrt(x * x + 1))")
 PROGRAMS = {
     "one": "print sum(exp([1, 2, 3]) * 2)",
-    "g20": F_KILN + "\nx = linspace(-2, 2, 64)\nprint f(x)\nprint grad(f)(x)\n",
+    # one print of both values: Kiln compiles them as one graph, as the peers'
+    # function([x], [f, grad]) does
+    "g20": F_KILN + "\nx = linspace(-2, 2, 64)\nprint f(x), grad(f)(x)\n",
 }
 EXPECT = {"one": 60.3857, "g20": 16.3562}   # first printed value, for a sanity check
 GRAPH_TITLE = {
@@ -157,17 +160,20 @@ class Kiln:
         self.bin = binary
 
     def run(self, code, cache_dir, expect=None):
-        """Whole-process wall time of `kiln run -e CODE`, in seconds."""
-        env = dict(os.environ, KILN_CACHE_DIR=cache_dir)
+        """(whole-process wall time of `kiln run -e CODE`, JIT compile time) in
+        seconds; the second is the sum of what KILN_JIT_VERBOSE reports as
+        'compile N ms' (Clang + LLVM codegen), None when it reports nothing."""
+        env = dict(os.environ, KILN_CACHE_DIR=cache_dir, KILN_JIT_VERBOSE="1")
         t = time.perf_counter()
         p = subprocess.run([self.bin, "run", "-e", code], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         dt = time.perf_counter() - t
         if p.returncode != 0:
-            raise Fail(f"kiln run failed ({p.returncode}): {p.stderr.strip()}")
+            raise Fail(f"`{self.bin} run -e {code!r}` failed ({p.returncode}): {p.stderr.strip()}")
         if expect is not None:
             check_value("kiln", p.stdout, expect)
-        return dt
+        jit = [float(m) for m in re.findall(r"compile ([0-9.]+) ms", p.stderr)]
+        return dt, (sum(jit) / 1e3 if jit else None)
 
 
 class Repl:
@@ -304,7 +310,26 @@ def main():
     md = report(a, R, peers, theano_note, time.perf_counter() - t_start)
     with open(a.out, "w") as fh:
         fh.write(md)
+    if os.path.abspath(a.out) == os.path.join(HERE, "results.md"):
+        update_readme(md)
     print(md)
+
+
+def update_readme(md):
+    """Put the results, less their title, between the README's markers."""
+    path = os.path.join(HERE, "README.md")
+    begin, end = "<!-- results: begin (written by bench.py) -->", "<!-- results: end -->"
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        return
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        return
+    body = md.split("\n", 1)[1].strip().replace("\n## ", "\n### ")
+    with open(path, "w") as fh:
+        fh.write(text[:i + len(begin)] + "\n" + body + "\n" + text[j:])
 
 
 def measure(a, tmp_root, t_start):
@@ -313,6 +338,8 @@ def measure(a, tmp_root, t_start):
     log = lambda *m: print(f"[{time.perf_counter() - t_start:6.1f}s]", *m, file=sys.stderr, flush=True)
 
     kiln = Kiln(a.kiln)
+    for g in graphs:        # fail fast, before minutes of peers, if Kiln cannot run these
+        kiln.run(PROGRAMS[g], fresh("kiln-preflight"), EXPECT[g])
     peers = [Peer("pytensor", "PyTensor, default mode (Numba)", sys.executable, "PYTENSOR_FLAGS")]
     if not a.no_c_backend:
         peers.append(Peer("pytensor_c", "PyTensor, mode=\"CVM\" (C)", sys.executable, "PYTENSOR_FLAGS"))
@@ -346,7 +373,10 @@ def measure(a, tmp_root, t_start):
         for g in graphs:
             if i < a.kiln_cold:
                 last_cold[("kiln", g)] = d = fresh("kiln-cold")
-                add("kiln", g, "cold", kiln.run(PROGRAMS[g], d, EXPECT[g]))
+                wall, jit = kiln.run(PROGRAMS[g], d, EXPECT[g])
+                add("kiln", g, "cold", wall)
+                if jit is not None:
+                    add("kiln", g, "cold_jit", jit)
             if i < a.peer_cold:
                 for p in peers:
                     last_cold[(p.key, g)] = d = fresh(p.key + "-cold")
@@ -375,7 +405,9 @@ def measure(a, tmp_root, t_start):
             if i < a.kiln_warm:
                 d = last_cold[("kiln", g)]
                 n = len(os.listdir(d))
-                add("kiln", g, "warm", kiln.run(PROGRAMS[g], d, EXPECT[g]))
+                add("kiln", g, "warm", kiln.run(PROGRAMS[g], d, EXPECT[g])[0])
+                if g == "one":      # baseline: a process that compiles nothing
+                    add("kiln", g, "empty", kiln.run("", d)[0])
                 if len(os.listdir(d)) != n:
                     raise Fail("a warm `kiln run` wrote to the cache: it missed")
             if i < a.peer_warm:
@@ -395,6 +427,8 @@ def measure(a, tmp_root, t_start):
     for g in graphs:
         pre = "" if g == "g20" else "print "
         code = REPL_DEF[g] + "\n" + "\n".join(pre + REPL_STMT[g](k) for k in [2] + disk_ks)
+        if g == "one":
+            code += "\nprint 1 + 2"
         kiln.run(code, rcache)
     repl = Repl(a.kiln, rcache)
     try:
@@ -415,7 +449,7 @@ def measure(a, tmp_root, t_start):
                 raise Fail(f"REPL {g}: statements compiled by `kiln run` before missed the disk cache")
             for k in new_ks:                             # nothing cached: compiles
                 add("repl", g, "cold", repl.round_trip(stmt(k))[0])
-            if len(os.listdir(rcache)) != before + n * (2 if g == "g20" else 1):
+            if len(os.listdir(rcache)) < before + n:     # at least one new object each
                 raise Fail(f"REPL {g}: new statements did not all compile and cache")
     finally:
         repl.close()
@@ -451,7 +485,7 @@ def report(a, R, peers, theano_note, total):
       "compile + first call.")
     w("- *in-process*: the same work inside a process that is already running. Peers: graph construction + "
       "`grad` + `function()` + first call, timed inside the worker after its imports, for the first graph of the "
-      "process and for a second graph (one constant changed) right after it. Kiln: REPL round trip, from writing a "
+      "process and for a second graph (ops swapped, so new code) right after it. Kiln: REPL round trip, from writing a "
       "statement to the REPL's stdin pipe to reading its printed result.")
     w("- *cold*: empty caches. Kiln: a fresh empty `KILN_CACHE_DIR`. Peers: fresh `base_compiledir` and "
       "`NUMBA_CACHE_DIR`, so they also compile their own support code (C VM, Numba helpers).")
@@ -466,6 +500,10 @@ def report(a, R, peers, theano_note, total):
         w("| system | cold | cold graph | warm | cold ratio | cold-graph ratio | warm ratio |")
         w("|---|---:|---:|---:|---:|---:|---:|")
         w(f"| **Kiln** (`kiln run -e`) | {fmt(k.get('cold'))} | = cold | {fmt(k.get('warm'))} | 1 | 1 | 1 |")
+        if k.get("cold_jit"):
+            w(f"| of which Kiln's JIT compile (C to machine code; `KILN_JIT_VERBOSE`) | {fmt(k['cold_jit'])} | | | | | |")
+        if k.get("empty"):
+            w(f"| Kiln process start and exit: `kiln run -e ''` (no graph) | | | {fmt(k['empty'])} | | | |")
         for p in peers:
             s = R[p.key][g]
             w(f"| {p.label} | {fmt(s.get('cold'))} | {fmt(s.get('newgraph'))} | {fmt(s.get('warm'))} | "
