@@ -124,7 +124,9 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   const char *v = cg_value(g, s, ix);
   if (arg) {
     const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
-    cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
+    // The first NaN wins, as in NumPy (and as max propagates NaN).
+    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
+    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
     cg_line(g, "pos++;");
   } else {
     const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;

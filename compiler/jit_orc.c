@@ -67,8 +67,13 @@ static int configure(JitConf *c, char *err, size_t errlen) {
   // Vectorized expf & co call glibc's libmvec; it must be in the process for ORC to
   // find it. The handle is never closed: the code we link may call into it.
   if (c->vector_math && !dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL)) c->vector_math = 0;
+  // -mcmodel=large: ORC's RuntimeDyld places each object wherever mmap puts it,
+  // which can be more than 2 GiB from the runtime, libm and earlier objects; the
+  // small model's 32-bit PC-relative references then overflow and the code
+  // jumps into nowhere (seen with many graphs in one process). 64-bit addresses
+  // cost an instruction per external call, which kernels rarely make.
   const char *flags[] = {"-std=c99", opt, march, "-fno-math-errno", "-ffp-contract=on",
-                         "-fPIC", "-Werror=implicit-function-declaration"};
+                         "-fPIC", "-mcmodel=large", "-Werror=implicit-function-declaration"};
   int bad = 0;
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) bad |= jit_addflag(c, flags[i]);
   if (c->vector_math) bad |= jit_addflag(c, "-fveclib=libmvec");

@@ -40,6 +40,7 @@ kiln_ctx *kiln_new(const kiln_options *opt) {
   diag_init(&k->diag);
   k->ev = ev_new(opt && opt->out ? opt->out : stdout, &k->diag);
   k->ev->seed = opt ? opt->seed : 0;
+  k->ev->lib_dir = getenv("KILN_LIB_DIR");
   char err[4096];
   if (ev_start(k->ev, opt ? opt->threads : 0, err, sizeof err)) {
     fprintf(stderr, "kiln: %s\n", err);

@@ -159,8 +159,9 @@ static Value op_row(Ev *ev, const Builtin *b, Args *a) {
     Node *logits = tensor_arg(ev, b, a, 0, "logits"), *labels = tensor_arg(ev, b, a, 1, "labels");
     return ev_tval(ev_check(ev, ir_sce(ev->c, logits, labels), a->span));
   }
-  static const char *const kws[] = {"axis", "keepdims", NULL};
-  check_args(ev, b, a, b->op == OP_LOGSUMEXP ? 3 : 2, kws);
+  static const char *const lse_kws[] = {"axis", "keepdims", NULL}, *const kws[] = {"axis", NULL};
+  int lse = b->op == OP_LOGSUMEXP;
+  check_args(ev, b, a, lse ? 3 : 2, lse ? lse_kws : kws);
   Node *x = tensor_arg(ev, b, a, 0, "x");
   Span sp = a->span;
   Value *av = arg(a, 1, "axis", &sp);
@@ -443,6 +444,10 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
   Node *y = ev_tensor(ev, f, sp, "grad's first argument (a function or a scalar expression)");
   Span wsp;
   Node *w = ev_tensor(ev, need(ev, b, a, 1, "wrt", &wsp), wsp, "wrt");
+  // Equal constants are one node, so a constant cannot name one use of itself.
+  if (w->op != OP_INPUT)
+    ev_fail(ev, wsp, "grad(expr, wrt) differentiates with respect to a parameter or an input; for the gradient at a "
+            "value, write a function: f(v) = ...; grad(f)(value)");
   if (y->ndim) {
     char buf[128];
     ev_fail(ev, sp, "grad needs a scalar expression; this has shape %s (reduce it, e.g. with sum or mean)",
@@ -490,7 +495,8 @@ static const Builtin from_ops[OP_COUNT] = {
 #define OP(name, str, n, kind, flags, f32, f64, init) \
   [OP_##name] = {str, kind == K_EW && !((flags) & F_SPECIAL) ? op_elementwise : kind == K_REDUCE ? op_reduce \
                    : kind == K_ROW ? op_row : NULL, OP_##name,                                              \
-                 kind == K_REDUCE ? str "(x, axis=None, keepdims=false)" : kind == K_ROW ? str "(x, axis=-1)"   \
+                 kind == K_REDUCE ? str "(x, axis=None, keepdims=false)" : OP_##name == OP_SCE ? str "(logits, labels)" \
+                 : OP_##name == OP_LOGSUMEXP ? str "(x, axis=-1, keepdims=false)" : kind == K_ROW ? str "(x, axis=-1)" \
                  : n == 1 ? str "(x)" : n == 2 ? str "(a, b)" : str "(cond, a, b)"},
 #include "ir/ops.def"
 #undef OP

@@ -103,9 +103,19 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
     Dim z = dim_c(0);
     return ir_const(ev->c, DT_F32, 1, &z, NULL);
   }
-  DType dt = t[0]->dtype;
-  for (int i = 1; i < v.n; i++) dt = ir_promote(dt, t[i]->dtype);
-  if (weak) dt = DT_F32;   // number literals are f32
+  // The tensors decide the dtype; bare numbers follow them (all numbers: f32).
+  int strong = 0;
+  DType dt = DT_BOOL;
+  for (int i = 0; i < v.n; i++)
+    if (!v.items[i].weak) { dt = strong++ ? ir_promote(dt, t[i]->dtype) : t[i]->dtype; }
+  if (weak) dt = DT_F32;
+  else if (!ir_is_float(dt))
+    for (int i = 0; i < v.n; i++) {   // an integer tensor meeting 0.5 becomes f32, bools meeting 2 i32
+      double x;
+      if (!v.items[i].weak) continue;
+      if (!ir_is_scalar_const(t[i], &x) || x != floor(x)) dt = DT_F32;
+      else if (dt == DT_BOOL) dt = DT_I32;
+    }
   Dim shape[IR_MAXDIM];
   if (t[0]->ndim + 1 > IR_MAXDIM) ev_fail(ev, sp, "too many dimensions (at most %d)", IR_MAXDIM);
   shape[0] = dim_c(v.n);
@@ -380,6 +390,11 @@ static void check_bound(Ev *ev, Node *n, Span where) {
       ev_fail(ev, where, "this depends on the input '%s', which has no value here (inputs are bound by training "
               "statements or the C API)", name);
     }
+    if (x->op == OP_DIMV) {   // parameters have concrete shapes: no input here binds a symbol
+      const char *name = ev->c->symnames[x->a.i[0] - 1];
+      free(order);
+      ev_fail(ev, where, "this depends on the size %s, which is not known here (an input binds it when it runs)", name);
+    }
   }
   free(order);
 }
@@ -607,17 +622,31 @@ static void exec_param(Ev *ev, Env *env, AstNode *s) {
 
 static char *read_file(const char *path, size_t *len);
 
+// import "nn" reads LIB_DIR/nn.kiln; a path is read as given. Each file runs
+// once per session; importing a file that is still being imported is a cycle.
 static void exec_import(Ev *ev, AstNode *s) {
-  char path[4096];
+  char path[4096], real[4096];
   const char *name = s->str;
   if (strchr(name, '/') || strstr(name, ".kiln")) snprintf(path, sizeof path, "%s", name);
   else snprintf(path, sizeof path, "%s/%s.kiln", ev->lib_dir ? ev->lib_dir : KILN_LIB_DIR, name);
+  if (!realpath(path, real)) ev_fail(ev, s->span, "cannot import \"%s\": cannot read %s", name, path);
+  for (int i = 0; i < ev->nimports; i++)
+    if (!strcmp(ev->imports[i].path, real)) {
+      if (ev->imports[i].running) ev_fail(ev, s->span, "import cycle: %s is already being imported", path);
+      return;
+    }
   size_t len;
-  char *text = read_file(path, &len);
+  char *text = read_file(real, &len);
   if (!text) ev_fail(ev, s->span, "cannot import \"%s\": cannot read %s", name, path);
+  ev->imports = realloc(ev->imports, sizeof *ev->imports * (ev->nimports + 1));
+  if (!ev->imports) abort();
+  int me = ev->nimports++;
+  ev->imports[me].path = arena_strdup(ev->arena, real);
+  ev->imports[me].running = 1;
   jmp_buf *outer = ev->on_error;
   int rc = ev_run(ev, arena_strdup(ev->arena, path), text);
   ev->on_error = outer;
+  ev->imports[me].running = 0;
   free(text);
   if (rc) ev_fail(ev, s->span, "errors in the imported file %s (above)", path);
 }
@@ -708,6 +737,7 @@ void ev_free(Ev *ev) {
   for (int i = 0; i < ev->nprogs; i++) prog_free(ev->progs[i].prog);
   free(ev->params);
   free(ev->progs);
+  free(ev->imports);
   if (ev->pipe.jit) jit_free(ev->pipe.jit);
   if (ev->pipe.rt) rt_free_ctx(ev->pipe.rt);
   ir_ctx_free(ev->c);

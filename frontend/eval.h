@@ -66,6 +66,8 @@ typedef struct Ev {
   int via_ffi;           // call compiled graphs through libffi
   jmp_buf *on_error;
   const char *lib_dir;
+  struct { const char *path; int running; } *imports;   // files imported so far
+  int nimports;
 } Ev;
 
 Ev *ev_new(FILE *out, Diag *diag);

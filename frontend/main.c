@@ -22,7 +22,7 @@ static const char usage[] =
   "options:\n"
   "  --threads N               worker threads (default: all cores, or $KILN_THREADS)\n"
   "  --seed N                  base seed for parameters and random tensors (default 0)\n"
-  "  --ffi                     call compiled graphs through libffi\n"
+  "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
   "environment: KILN_CACHE_DIR (compile cache; empty disables), KILN_JIT=llvm|cc,\n"
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(usage, stdout); return 0; }
   }
   if (parse_opts(argc, argv, &o)) return 2;
-  if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed, o.ffi);
+  if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed);
   if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c")) return run_program(&o);
   if (!strcmp(o.cmd, "ast")) return show_ast(&o);
   // `kiln FILE.kiln` runs the file.

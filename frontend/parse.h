@@ -72,8 +72,9 @@ const char *tok_spelling(TokKind k);   // "+", "fn", "name", ...
 AstNode *parse_program(Arena *a, const Source *src, Diag *d);
 
 // 1 when text is an unfinished statement the REPL should read more lines for:
-// an open bracket or brace, a trailing operator or comma, or "fn f(a)" still
-// waiting for its body. 0 otherwise, including for text with lexical errors.
+// an open bracket or brace, or "fn f(a)" still waiting for its body. A
+// trailing operator is not: a newline ends a statement outside brackets, in a
+// file and in the REPL alike. 0 otherwise, including for lexical errors.
 int parse_is_incomplete(const char *text);
 
 #endif

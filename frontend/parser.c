@@ -1015,18 +1015,6 @@ AstNode *parse_program(Arena *a, const Source *src, Diag *d) {
 }
 
 // Tokens after which a statement cannot end.
-static int continues(TokKind k) {
-  switch (k) {
-  case TOK_PLUS: case TOK_MINUS: case TOK_STAR: case TOK_SLASH: case TOK_CARET:
-  case TOK_AT: case TOK_COMMA: case TOK_COLON: case TOK_ASSIGN: case TOK_EQ:
-  case TOK_NE: case TOK_LT: case TOK_LE: case TOK_GT: case TOK_GE: case TOK_BANG:
-  case TOK_DOT: case TOK_AND: case TOK_OR: case TOK_NOT:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
 int parse_is_incomplete(const char *text) {
   Arena *a = arena_new();
   if (!a)
@@ -1039,8 +1027,6 @@ int parse_is_incomplete(const char *text) {
     while (i >= 0 && (tl.toks[i].kind == TOK_EOF || tl.toks[i].kind == TOK_NEWLINE))
       i--;
     if (tl.open > 0) {
-      r = 1;
-    } else if (i >= 0 && continues(tl.toks[i].kind)) {
       r = 1;
     } else if (i >= 0 && tl.toks[i].kind == TOK_RPAREN) {
       // "fn f(a)" with its body on the next line

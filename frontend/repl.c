@@ -118,13 +118,15 @@ static void history_path(char *buf, size_t len) {
   snprintf(buf, len, "%s/.kiln_history", home ? home : ".");
 }
 
-int repl_main(int threads, uint64_t seed, int via_ffi) {
+int repl_main(int threads, uint64_t seed) {
   Diag d;
   diag_init(&d);
   Repl r = {ev_new(stdout, &d), &d, isatty(0) && isatty(1)};
   r.ev->echo = 1;
   r.ev->seed = seed;
-  r.ev->via_ffi = via_ffi;
+  // The REPL calls each compiled graph through libffi: its signature is known
+  // only at run time (kiln run uses the uniform entry point instead).
+  r.ev->via_ffi = 1;
   const char *lib = getenv("KILN_LIB_DIR");
   if (lib) r.ev->lib_dir = lib;
   char err[4096], hist[4096];

@@ -173,6 +173,7 @@ Node *ir_reduce(IrCtx *c, Op op, Node *a, uint32_t axes, int keepdims) {
       shape[nd++] = a->shape[d];
     }
   }
+  if (!axes && (op == OP_ARGMAX || op == OP_ARGMIN)) return ir_broadcast(c, ir_scalar(c, DT_I64, 0), a->ndim, a->shape);
   if (!axes) return a;
   DType t = (op == OP_ARGMAX || op == OP_ARGMIN) ? DT_I64 : a->dtype;
   Node n = proto(op, t, nd, shape);

@@ -8,7 +8,7 @@
 //   sign, floor, ceil, round   no gradient (zero almost everywhere)
 //   maximum/minimum   ties go to the first operand (a >= b, resp. a <= b)
 //   max/min reduce    ties share equally: adj / (number of maxima)
-//   prod reduce       adj * prod / x: exact for nonzero x, NaN/inf at x == 0
+//   prod reduce       the product of the others, exact also at zeros (no division by zero)
 //   pow               d/db is 0 where a <= 0 (log guarded, as PyTorch does)
 //   cast              flows back to float sources only; ints get none
 #include "passes.h"
@@ -163,7 +163,6 @@ static Node *grad_SUM(GradCtx *g, Node *n, Node *adj, int i) {
   Node *x = n->src[0];
   return bcast_to(g, keepdims(g, adj, x, (uint32_t)n->a.i[0]), x);
 }
-// adj * prod / x: exact for nonzero x (a zero gives inf/NaN, as in the naive form).
 // d prod / d x_i is the product of the others, exact also where x has zeros:
 // with no zero it is p/x_i; with one zero, p' (the product of the nonzeros)
 // at that zero and 0 elsewhere; with more, 0. The division reads a safe x

@@ -301,7 +301,8 @@ static int move_at(const Node *n, int64_t o, Num *r) {
 
 // ---- reductions: per output, the reduced axes in row-major order ------------------------
 // As cgen.c: f32 sums and products accumulate in double; max/min start at the
-// dtype's lowest/highest value; argmax/argmin keep the first best position.
+// dtype's lowest/highest value; argmax/argmin keep the first best position
+// (the first NaN, if any: NumPy's rule).
 static int fold_reduce(const Node *n, Num *out, int64_t nout, int64_t max_in) {
   const Node *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
@@ -357,7 +358,7 @@ static int fold_reduce(const Node *n, Num *out, int64_t nout, int64_t max_in) {
       int mx = n->op == OP_ARGMAX, better;
       if (ir_is_float(t)) {
         double cur = t == DT_F32 ? a->f : a->d;
-        better = mx ? x > cur : x < cur;
+        better = (mx ? x > cur : x < cur) || (x != x && cur == cur);   // the first NaN wins, as in NumPy
       } else {
         better = mx ? v.i > a->i : v.i < a->i;
       }

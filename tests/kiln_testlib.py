@@ -1,16 +1,19 @@
 """Shared helpers for the Python test scripts (test_ops.py, test_gradcheck.py).
 
 A Suite collects checks. Each check is some Kiln source (setup lines: function
-definitions, assignments) plus one print statement whose values are handed
-back, parsed, to a Python verifier. All checks of a suite go into ONE
-generated .kiln program, run by one kiln process, so the run time is one
-process start plus one graph compile per printed value (the disk cache makes
-reruns fast). When kiln stops early (an error, a crash, a hang) the check it
-stopped in is marked failed with kiln's message and the checks after it run
-again in a fresh program, so one bug costs one check, not the whole suite.
+definitions, assignments; self-contained, as checks may run in any program)
+plus one print statement whose values are handed back, parsed, to a Python
+verifier. The checks go into a few generated .kiln programs (one per worker:
+KILN_TEST_JOBS, default the number of CPUs up to 4), each run by one kiln
+process, so the run time is a few process starts plus one graph compile per
+print (the disk cache makes reruns fast). When kiln stops early (an error, a
+crash, a hang) the check it stopped in is marked failed with kiln's message
+and the checks after it run again in a fresh program, so one bug costs one
+check, not the whole suite. KILN_TEST_KEEP=DIR saves every program run.
 
-Output: one line per check, `ok  NAME` or `FAIL NAME: details`, then
-`N passed, N failed`; exit status 1 when anything failed.
+Output: one line per check in a fixed order, `ok  NAME` or
+`FAIL NAME: details`, then `N passed, N failed`; exit status 1 when anything
+failed.
 """
 import json
 import os
@@ -18,6 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -28,9 +32,9 @@ import numpy as np
 def num(v, dtype="f32"):
     """One number as Kiln source text.
 
-    Float literals are f32 in Kiln (a literal cast to f64 keeps its f32 value),
-    so f32/f64 values must already be f32-representable: use f32() on inputs.
-    repr() of the (exactly f32) double gives the value exactly."""
+    Tensor literals are f32 in Kiln (a literal cast to f64 keeps its f32
+    value), so f32/f64 values must already be f32-representable: use f32() on
+    inputs. repr() of the (exactly f32) double gives the value exactly."""
     if dtype in ("i32", "i64"):
         return str(int(v))
     if dtype == "bool":
@@ -39,7 +43,7 @@ def num(v, dtype="f32"):
     if v != v or v in (float("inf"), float("-inf")):
         raise ValueError("nan/inf cannot be written as a literal")
     if v == int(v) and abs(v) < 1e15:
-        return str(int(v)) + ("" if v or not np.signbit(v) else "")
+        return str(int(v))
     return repr(v)
 
 
@@ -184,19 +188,6 @@ def expect_small(tol, what="error"):
     return check
 
 
-def all_of(*checks):
-    """Verifiers applied to successive printed values (check i gets value i)."""
-    def check(vals):
-        if len(vals) < len(checks):
-            return "printed %d values, expected %d" % (len(vals), len(checks))
-        for i, c in enumerate(checks):
-            m = c(vals[i:])
-            if m:
-                return m if len(checks) == 1 else "value %d: %s" % (i, m)
-        return None
-    return check
-
-
 # ---- the suite ---------------------------------------------------------------------
 
 
@@ -250,6 +241,10 @@ class Suite:
         return "\n".join(lines) + "\n", owner
 
     def _report(self, c, msg):
+        with self.lock:
+            self.results[id(c)] = msg
+
+    def _print(self, c, msg):
         if msg is None:
             self.passed += 1
             print("ok  " + c.name)
@@ -260,17 +255,32 @@ class Suite:
                 msg = msg[:600] + "..."
             self.failures.append((c.name, msg))
             print("FAIL %s: %s" % (c.name, msg))
-        sys.stdout.flush()
 
-    def _run_batch(self, checks, tmpdir):
+    def _kiln(self, path):
+        for attempt in range(10):
+            try:
+                return subprocess.run([self.kiln, "run", path], capture_output=True, text=True,
+                                      timeout=self.timeout)
+            except OSError:   # e.g. the binary is being relinked: wait for it
+                if attempt == 9:
+                    raise
+                time.sleep(3)
+
+    def _run_batch(self, checks, path):
         """Runs checks; returns the ones that still need running."""
         src, owner = self._program(checks)
-        path = os.path.join(tmpdir, "batch.kiln")
         with open(path, "w") as f:
             f.write(src)
+        keep = os.environ.get("KILN_TEST_KEEP")
+        if keep:   # keep every program run, for reproducing a failure by hand
+            os.makedirs(keep, exist_ok=True)
+            with self.lock:
+                self.nprog += 1
+                n = self.nprog
+            with open(os.path.join(keep, "program%03d.kiln" % n), "w") as f:
+                f.write(src)
         try:
-            p = subprocess.run([self.kiln, "run", path], capture_output=True, text=True,
-                               timeout=self.timeout)
+            p = self._kiln(path)
             out, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -298,13 +308,15 @@ class Suite:
         if done == len(checks):
             if rc != 0:
                 # Everything printed but kiln still failed (e.g. at exit).
-                self._report(Check("exit status", [], [], None),
-                             "kiln exited with status %s after the last check: %s" % (rc, err.strip()[:300]))
+                c = Check("kiln exit status after %s" % checks[-1].name, [], [], None)
+                with self.lock:
+                    self.extra.append(c)
+                self._report(c, "kiln exited with status %s after the last check: %s" % (rc, err.strip()[:300]))
             return []
         # kiln stopped in checks[done] (or, for an error with a location, in the
         # check that owns that line: a parse error stops the whole program).
         blame = done
-        m = re.search(r"batch\.kiln:(\d+):(\d+): error", err)
+        m = re.search(re.escape(os.path.basename(path)) + r":(\d+):(\d+): error", err)
         if m:
             ln = int(m.group(1)) - 1
             if 0 <= ln < len(owner) and owner[ln] >= done:
@@ -322,12 +334,35 @@ class Suite:
         self._report(checks[blame], first_line)
         return checks[done:blame] + checks[blame + 1:]
 
-    def run(self):
+    def _worker(self, checks, path):
+        try:
+            while checks:
+                checks = self._run_batch(checks, path)
+        except BaseException as e:  # reported below as failures of the checks left
+            for c in checks:
+                self._report(c, "the test harness failed: %s: %s" % (type(e).__name__, e))
+
+    def run(self, jobs=None):
+        """Runs the checks in `jobs` kiln processes at once (default: the
+        number of CPUs, at most 4; KILN_TEST_JOBS overrides), then prints one
+        line per check in the order they were added."""
         t0 = time.time()
-        pending = self.checks
+        if jobs is None:
+            jobs = int(os.environ.get("KILN_TEST_JOBS", "0")) or min(os.cpu_count() or 1, 4)
+        jobs = max(1, min(jobs, len(self.checks)))
+        self.lock = threading.Lock()
+        self.results, self.extra, self.nprog = {}, [], 0
         with tempfile.TemporaryDirectory(prefix="kiln_test_") as tmp:
-            while pending:
-                pending = self._run_batch(pending, tmp)
+            threads = []
+            for j in range(jobs):   # interleaved, so each worker gets a mix of cheap and costly checks
+                t = threading.Thread(target=self._worker,
+                                     args=(self.checks[j::jobs], os.path.join(tmp, "batch%d.kiln" % j)))
+                t.start()
+                threads.append(t)
+            for t in threads:
+                t.join()
+        for c in self.checks + self.extra:
+            self._print(c, self.results.get(id(c), "no result (test harness error)"))
         print("%d passed, %d failed" % (self.passed, self.failed))
         sys.stdout.flush()
         sys.stderr.write("(%.1f s)\n" % (time.time() - t0))

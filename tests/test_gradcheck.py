@@ -2,6 +2,7 @@
 """Every differentiable Kiln op's gradient against central finite differences.
 
 Usage: python3 tests/test_gradcheck.py build/kiln [NAME-SUBSTRING]
+       KILN_GRADCHECK_FULL=1 ... : every coordinate separately (slow)
 
 Everything is computed by Kiln itself, in f64. For a check of OP with inputs
 A (f32-representable values written as f64 literals) and fixed random f64
@@ -9,14 +10,22 @@ weights W (so that the gradient is not trivially ones):
 
     F(a, b) = sum(OP(a, b) * W)
     G = grad(F, k)(A, B)
-    FD = sum over i of (F(.., X + h*E_i, ..) - F(.., X - h*E_i, ..)) / (2h) * E_i
 
-where X is argument k and E_i its i-th one-hot tensor (an f64 literal), and the
-program prints max(abs(G - FD)) / (max(abs(FD)) + 1e-12) and G itself (for its
-shape). FD is assembled as a sum of scalar * one-hot terms so that it depends
-on nothing but + * - / and F; h = 1e-6, which puts the FD error near 1e-10
-relative, and the tolerance is 1e-6 unless a check says otherwise.
-Inputs stay away from kinks (abs, relu, floor, max ties, ...).
+and G is compared with central differences of F in argument k, X:
+  - arguments of 1-2 elements (and every argument with KILN_GRADCHECK_FULL=1):
+    FD = sum over i of (F(.., X + h*E_i, ..) - F(.., X - h*E_i, ..)) / (2h) * E_i
+    with E_i the i-th one-hot tensor, h = 1e-6; the error printed is
+    max(abs(G - FD)) / (max(abs(FD)) + 1e-12);
+  - larger ones along NDIR random directions D (entries ~1e-6, literals):
+    (F(.., X + D, ..) - F(.., X - D, ..)) / 2 must equal sum(G * D); the
+    error printed is the largest difference over the largest difference
+    quotient. Every F evaluation compiles kernels of its own, so this keeps a
+    check at ~15 kernels instead of 2N+; a wrong gradient component escapes
+    only if its error is orthogonal to every random direction.
+FD is assembled from nothing but + - * / and F. The FD error is ~1e-10
+relative; the tolerance is 1e-6 unless a check says otherwise. Each check also
+prints G itself, whose shape must be the argument's. Inputs stay away from
+kinks (abs, relu, floor, max ties, ...).
 """
 import os
 import sys
@@ -28,6 +37,14 @@ from kiln_testlib import lit, f32, main  # noqa: E402
 
 H = "1e-6"
 TOL = 1e-6
+# KILN_GRADCHECK_FULL=1: the full finite-difference gradient, one coordinate at
+# a time, for every check. It is thorough but slow: every F evaluation compiles
+# its own kernels, so a 24-element input costs 48 of them. By default arguments
+# of more than 2 elements are checked along NDIR random directions instead,
+# which catches any wrong gradient component unless the error happens to be
+# orthogonal to every direction (probability ~0).
+FULL = os.environ.get("KILN_GRADCHECK_FULL", "") not in ("", "0")
+NDIR = 2
 
 
 def verify(tol, shape):
@@ -50,7 +67,7 @@ class GC:
     def weights(self, shape):
         return f32(self.rng.uniform(0.5, 1.5, shape) * np.where(self.rng.random(shape) < 0.5, -1, 1))
 
-    def core(self, name, setup, fname, args, argnum=0, tol=TOL, fd_fname=None, fd_h=H):
+    def core(self, name, setup, fname, args, argnum=0, tol=TOL, fd_fname=None, fd_h=H, full=False):
         """setup defines fname (and fd_fname, the function to difference; by
         default fname). args: list of (array, dtype)."""
         S = self.S
@@ -64,24 +81,48 @@ class GC:
         lines.append("%s = grad(%s, %d)(%s)" % (g, fname, argnum, ", ".join(names)))
         x = np.asarray(args[argnum][0])
         fdf = fd_fname or fname
-        terms = []
-        for i in range(x.size):
-            e = np.zeros(x.size)
-            e[i] = 1
-            e = e.reshape(x.shape)
-            en = lit(e, "f64") if x.ndim else "cast(1, f64)"
-            plus = list(names)
-            minus = list(names)
-            plus[argnum] = "%s + %s * %s" % (names[argnum], fd_h, en)
-            minus[argnum] = "%s - %s * %s" % (names[argnum], fd_h, en)
-            terms.append("(%s(%s) - %s(%s)) / (2 * %s) * %s" % (fdf, ", ".join(plus), fdf, ", ".join(minus), fd_h, en))
-        fd = S.fresh("FD")
-        lines.append("%s = %s" % (fd, " + ".join(terms)))
-        S.add("grad " + name, lines,
-              ["max(abs(%s - %s)) / (max(abs(%s)) + 1e-12)" % (g, fd, fd), g],
-              verify(tol, x.shape))
+        dt = args[argnum][1]
+        h = float(fd_h)
 
-    def op(self, name, kexpr, np_fn, args, argnum=0, tol=TOL, params="a, b, c"):
+        def call(pert, sign):
+            a = list(names)
+            a[argnum] = "%s %s %s" % (names[argnum], sign, pert)
+            return "%s(%s)" % (fdf, ", ".join(a))
+
+        if FULL or full or x.size <= 2:
+            # one coordinate at a time: FD = sum_i (F(x + h e_i) - F(x - h e_i)) / 2h * e_i
+            terms = []
+            for i in range(x.size):
+                e = np.zeros(x.size)
+                e[i] = 1
+                en = lit(e.reshape(x.shape), dt) if x.ndim else "cast(1, %s)" % dt
+                pe = "%s * %s" % (fd_h, en)
+                terms.append("(%s - %s) / (2 * %s) * %s" % (call(pe, "+"), call(pe, "-"), fd_h, en))
+            fd = S.fresh("FD")
+            lines.append("%s = %s" % (fd, " + ".join(terms)))
+            err = "max(abs(%s - %s)) / (max(abs(%s)) + 1e-12)" % (g, fd, fd)
+        else:
+            # directional: for random directions d (entries ~h, written as
+            # literals), (F(x + d) - F(x - d)) / 2 must equal sum(G * d)
+            fds, gds = [], []
+            for k in range(NDIR):
+                d = f32(self.rng.standard_normal(x.shape) * h)
+                dn = S.fresh("D")
+                lines.append("%s = %s" % (dn, lit(d, dt)))
+                fds.append("(%s - %s) / 2" % (call(dn, "+"), call(dn, "-")))
+                gds.append("sum(%s * %s)" % (g, dn))
+            num = den = None
+            for f, gd in zip(fds, gds):
+                fn_ = S.fresh("FD")
+                lines.append("%s = %s" % (fn_, f))
+                e1, e2 = "abs(%s - %s)" % (gd, fn_), "abs(%s)" % fn_
+                num = e1 if num is None else "maximum(%s, %s)" % (num, e1)
+                den = e2 if den is None else "maximum(%s, %s)" % (den, e2)
+            # (the floor plays the part of the 1e-12 above, in units of F * h)
+            err = "%s / (%s + 1e-18)" % (num, den)
+        S.add("grad " + name, lines, [err, g], verify(tol, x.shape))
+
+    def op(self, name, kexpr, np_fn, args, argnum=0, tol=TOL, params="a, b, c", full=False):
         """F(params) = sum((kexpr) * W) with W random of the output's shape."""
         vals = [np.asarray(v) for v, _ in args]
         out = np.asarray(np_fn(*vals))
@@ -89,7 +130,7 @@ class GC:
         p = ", ".join(params.split(", ")[:len(args)])
         setup = ["%s = %s" % (wn, lit(self.weights(out.shape), "f64")),
                  "%s(%s) = sum((%s) * %s)" % (fn, p, kexpr, wn)]
-        self.core(name, setup, fn, args, argnum, tol)
+        self.core(name, setup, fn, args, argnum, tol, full=full)
 
 
 def away_from(rng, shape, kinks, lo=-2.5, hi=2.5, gap=0.1):
@@ -133,7 +174,7 @@ UNARY = {
 
 def unary(T, rng):
     for op, (fn, dom) in UNARY.items():
-        for s in ((2, 3), (5,), ()):
+        for s in ((2, 3), ()):
             x = dom(rng, s)
             sh = "x".join(map(str, s)) or "scalar"
             T.op("%s %s" % (op, sh), "%s(a)" % op, fn, [(x, "f64")])
@@ -147,13 +188,15 @@ BIN = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
     "^": lambda a, b: a ** b, "maximum": np.maximum, "minimum": np.minimum,
 }
-BSHAPES = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 3)), ((2, 3), ()), ((3, 1, 2), (2,)),
-           ((1,), (2, 2))]
+# same shapes, a row broadcast, an outer broadcast, scalar with tensor; the
+# last two only for + and / (the broadcasting code is shared by all ops)
+BSHAPES = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 3))]
+BSHAPES_MORE = [((2, 3), ()), ((3, 1, 2), (2,)), ((1,), (2, 2))]
 
 
 def binary(T, rng):
     for op, fn in BIN.items():
-        for sa, sb in BSHAPES:
+        for sa, sb in BSHAPES + (BSHAPES_MORE if op in ("+", "/") else []):
             a = _any(rng, sa)
             b = _any(rng, sb)
             if op == "/":
@@ -217,7 +260,9 @@ def reductions(T, rng):
     z = f32([[0.5, 0.0, 2.0], [1.5, -1.0, 0.75]])
     T.op("prod with one zero", "prod(a, axis=1)", lambda a: np.prod(a, 1), [(z, "f64")])
     z2 = f32([[0.5, 0.0, 0.0], [0.0, -1.0, 0.75]])
-    T.op("prod with two zeros", "prod(a)", np.prod, [(z2, "f64")])
+    # (coordinate-wise: the gradient is exactly 0 here, and along a random
+    # direction the difference quotient keeps a third-order term ~h^3)
+    T.op("prod with several zeros", "prod(a)", np.prod, [(z2, "f64")], full=True)
     # sum of a broadcast, mean over a batch of 1
     T.op("mean over a batch of 1", "mean(a, axis=0)", lambda a: np.mean(a, 0), [(_any(rng, (1, 4)), "f64")])
     T.op("sum then broadcast", "a - mean(a, axis=1, keepdims=true)", lambda a: a, [(_any(rng, (2, 3)), "f64")])
@@ -326,6 +371,27 @@ def casts(T, rng):
         T.core(name, ["%s(a) = sum(%s * %s)" % (fn, body, w), "%s(a) = sum(%s * %s)" % (rf, ref, w)],
                fn, [(x, "f64")], tol=1e-5, fd_fname=rf)
     T.op("cast f64->f64", "cast(a, f64)", lambda a: a, [(x, "f64")])
+    # The f32 gradient kernels: OP runs in f32 between casts; its gradient is
+    # compared with differences of the same function in f64 (tolerance 1e-5
+    # for f32 rounding).
+    b = f32(rng.uniform(-2, 2, (3, 2)))
+    lab = lit(np.array([2, 0]), "i32")
+    for name, body, ref, shape in (
+            ("tanh", "tanh(A)", "tanh(A)", (2, 3)), ("sigmoid", "sigmoid(A)", "sigmoid(A)", (2, 3)),
+            ("exp", "exp(A)", "exp(A)", (2, 3)), ("log", "log(A * A + 1)", "log(A * A + 1)", (2, 3)),
+            ("sqrt", "sqrt(A * A + 1)", "sqrt(A * A + 1)", (2, 3)), ("softplus", "softplus(A)", "softplus(A)", (2, 3)),
+            ("softmax", "softmax(A)", "softmax(A)", (2, 3)), ("log_softmax axis 0", "log_softmax(A, axis=0)",
+                                                                   "log_softmax(A, axis=0)", (2, 3)),
+            ("logsumexp", "logsumexp(A, axis=1)", "logsumexp(A, axis=1)", (2,)),
+            ("max axis 1", "max(A, axis=1)", "max(A, axis=1)", (2,)), ("prod", "prod(A, axis=0)", "prod(A, axis=0)", (3,)),
+            ("matmul", "A @ B32", "A @ B64", (2, 2)), ("mean", "mean(A ^ 2, axis=0)", "mean(A ^ 2, axis=0)", (3,)),
+            ("sce", "softmax_cross_entropy(A, %s)" % lab, "softmax_cross_entropy(A, %s)" % lab, (2,))):
+        fn, rf, wn = S.fresh("F"), S.fresh("R"), S.fresh("W")
+        setup = ["%s = %s" % (wn, lit(T.weights(shape), "f64")),
+                 "B32 = %s" % lit(b, "f32"), "B64 = %s" % lit(b, "f64"),
+                 "%s(a) = sum(cast(%s, f64) * %s)" % (fn, body.replace("A", "cast(a, f32)"), wn),
+                 "%s(a) = sum((%s) * %s)" % (rf, ref.replace("A", "a"), wn)]
+        T.core("f32 kernels %s" % name, setup, fn, [(x, "f64")], tol=1e-5, fd_fname=rf)
     # mixed: an f32 argument differentiated in f32 (loose: f32 differences with h=1e-2)
     fn = S.fresh("F")
     T.core("f32 argument (f32 arithmetic)", ["%s(a) = sum(a * a * %s)" % (fn, lit(T.weights((2, 3))))], fn,

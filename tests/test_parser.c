@@ -527,9 +527,9 @@ static void test_errors(void) {
 
 static void test_incomplete(void) {
   struct { const char *text; int want; } cases[] = {
-    {"print (1 +", 1}, {"x = 1 +", 1}, {"x = [1,", 1}, {"fn f(a) {", 1},
-    {"fn f(a) {\n  s = a", 1}, {"fn f(a)", 1}, {"x = a and", 1}, {"input X :", 1},
-    {"print a,", 1}, {"y = f(1,\n 2", 1}, {"x = 1 + # more", 1},
+    {"print (1 +", 1}, {"x = 1 +", 0}, {"x = [1,", 1}, {"fn f(a) {", 1},
+    {"fn f(a) {\n  s = a", 1}, {"fn f(a)", 1}, {"x = a and", 0}, {"input X :", 0},
+    {"print a,", 0}, {"y = f(1,\n 2", 1}, {"x = 1 + # more", 0},
     {"x = 1", 0}, {"y = f(1)", 0}, {"print \"abc", 0}, {"x = 1 # +", 0}, {"", 0},
     {"fn f(a) { a }", 0}, {"f(a)", 0}, {"x = (1 $", 0}, {"x = 1 )", 0},
   };

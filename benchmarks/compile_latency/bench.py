@@ -457,6 +457,20 @@ def measure(a, tmp_root, t_start):
     return R, peers, theano_note
 
 
+def kiln_source():
+    """Which source the Kiln binary was built from, as far as git can tell (read-only)."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", ".", ":!benchmarks"],
+                               stderr=subprocess.DEVNULL).returncode
+    except OSError:
+        return "source unknown"
+    if not head:
+        return "source unknown"
+    return f"source at commit {head}" + (" plus uncommitted changes" if dirty else "")
+
+
 def report(a, R, peers, theano_note, total):
     model, cores = machine()
     kv = subprocess.run([a.kiln, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
@@ -466,7 +480,7 @@ def report(a, R, peers, theano_note, total):
     w("# Compile latency: Kiln vs PyTensor vs Theano\n")
     w(f"- Date: {time.strftime('%Y-%m-%d %H:%M %Z')}")
     w(f"- Machine: {model}, {cores} cores ({platform.machine()}, Linux {platform.release()})")
-    w(f"- Kiln: `{kv}`")
+    w(f"- Kiln: `{kv}`, {kiln_source()}")
     for p in peers:
         w(f"- {p.label}: {p.key.split('_')[0]} {p.version}, linker `{p.linker}`")
     if theano_note:
