@@ -40,6 +40,7 @@ run_suites build optimized
 if [ "${KILN_TEST_ASAN:-1}" != 0 ]; then
   scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false || { echo "$total_pass passed, $((total_fail + 1)) failed"; exit 1; }
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
   KILN_CACHE_DIR=$PWD/build-asan/test-cache run_suites build-asan asan
 fi
 echo "$total_pass passed, $total_fail failed"
