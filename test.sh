@@ -18,7 +18,7 @@ suite() {
   local line p f
   line=$(printf '%s\n' "$out" | grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' | tail -n 1)
   if [ -n "$line" ]; then
-    p=$(echo "$line" | sed -E 's/.*[^0-9]?([0-9]+) passed.*/\1/'); f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    p=$(echo "$line" | sed -E 's/^([A-Za-z]+: )?([0-9]+) passed.*/\2/'); f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
   else p=0; f=1; fi
   [ $rc -ne 0 ] && [ "$f" -eq 0 ] && f=1
   total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
