@@ -130,12 +130,13 @@ static Value op_elementwise(Ev *ev, const Builtin *b, Args *a) {
     v[i].kind = V_TENSOR;
   }
   int first = b->op == OP_WHERE ? 1 : 0;
+  int all_weak = 1;
+  for (int i = first; i < n; i++) all_weak &= v[i].weak;
   for (int i = first + 1; i < n; i++) ev_unify_weak(ev, &v[first], &v[i]);
-  for (int i = first + 1; i < n; i++) ev_unify_weak(ev, &v[first], &v[i]);  // back-propagate the dtype found
   IrCtx *c = ev->c;
   Node *r = n == 1 ? ir_unary(c, b->op, v[0].t) : n == 2 ? ir_binary(c, b->op, v[0].t, v[1].t) : ir_where(c, v[0].t, v[1].t, v[2].t);
   Value out = ev_tval(ev_check(ev, r, a->span));
-  out.weak = v[0].weak && (n < 2 || v[1].weak) && !(ir_ops[b->op].flags & F_BOOL) && b->op != OP_WHERE;
+  out.weak = all_weak && !(ir_ops[b->op].flags & F_BOOL);
   return out;
 }
 
@@ -448,15 +449,7 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
   if (w->op != OP_INPUT)
     ev_fail(ev, wsp, "grad(expr, wrt) differentiates with respect to a parameter or an input; for the gradient at a "
             "value, write a function: f(v) = ...; grad(f)(value)");
-  if (y->ndim) {
-    char buf[128];
-    ev_fail(ev, sp, "grad needs a scalar expression; this has shape %s (reduce it, e.g. with sum or mean)",
-            ir_shape_str(ev->c, y->ndim, y->shape, buf, sizeof buf));
-  }
-  if (!ir_is_float(y->dtype)) y = ir_cast(ev->c, y, DT_F32);
-  Node *g;
-  if (pass_grad(ev->c, y, NULL, &w, 1, &g)) ev_fail(ev, wsp, "%s", ev->c->err);
-  return ev_tval(g);
+  return ev_tval(ev_grad(ev, y, w, sp, wsp, "a scalar expression; this has"));
 }
 
 static Value b_reserved(Ev *ev, const Builtin *b, Args *a) {

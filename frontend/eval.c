@@ -38,6 +38,14 @@ static Value weak_num(Ev *ev, double x) {
   return v;
 }
 
+// Integer literals beyond 2^53 are held as i64, so they stay exact too.
+static Value weak_int(Ev *ev, int64_t k) {
+  if (k >= -(1LL << 53) && k <= (1LL << 53)) return weak_num(ev, (double)k);
+  Value v = ev_tval(ir_const(ev->c, DT_I64, 0, NULL, &k));
+  v.weak = 1;
+  return v;
+}
+
 // ---- environments -------------------------------------------------------------
 static Env *env_new(Ev *ev, Env *parent) {
   Env *e = arena_alloc(ev->arena, sizeof *e);
@@ -148,7 +156,7 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
 }
 
 Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what) {
-  if (v.kind == V_TENSOR && v.weak && v.t->dtype == DT_F64) return ir_cast(ev->c, v.t, DT_F32);
+  if (v.kind == V_TENSOR && v.weak && v.t->dtype != DT_F32) return ir_cast(ev->c, v.t, DT_F32);
   return ev_raw(ev, v, sp, what);
 }
 
@@ -168,6 +176,7 @@ int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what) {
   double x;
   if (n->ndim != 0 || !ir_is_scalar_const(n, &x))
     ev_fail(ev, sp, "%s must be a constant integer", what);
+  if (n->op == OP_CONST && !ir_is_float(n->dtype)) return ir_const_int_at(n, 0);   // exact past 2^53
   if (x != floor(x) || fabs(x) > 9e15) ev_fail(ev, sp, "%s must be an integer, not %g", what, x);
   return (int64_t)x;
 }
@@ -186,6 +195,7 @@ void ev_unify_weak(Ev *ev, Value *a, Value *b) {
   if (t == DT_BOOL) t = integral_const(w->t) ? DT_I32 : DT_F32;
   else if (!ir_is_float(t) && !integral_const(w->t)) t = DT_F32;
   w->t = ir_cast(ev->c, w->t, t);
+  w->weak = 0;   // it has its dtype now
 }
 
 static const Op binop_ir[B_COUNT] = {
@@ -281,7 +291,7 @@ static Value eval_call(Ev *ev, Env *env, AstNode *e) {
 
 static Value eval(Ev *ev, Env *env, AstNode *e) {
   switch (e->kind) {
-  case AST_NUM: return weak_num(ev, e->num);
+  case AST_NUM: return e->num_is_int ? weak_int(ev, e->inum) : weak_num(ev, e->num);
   case AST_BOOL: return ev_tval(ir_scalar(ev->c, DT_BOOL, e->inum));
   case AST_STR: { Value v = {0}; v.kind = V_STR; v.s = e->str; return v; }
   case AST_NAME: return lookup(ev, env, e->str, e->span);
@@ -303,7 +313,8 @@ static Value eval(Ev *ev, Env *env, AstNode *e) {
     Value a = eval(ev, env, e->lhs);
     if (e->op == U_PLUS) return a;
     Node *t = ev_raw(ev, a, e->lhs->span, "the operand");
-    if (e->op == U_NEG && a.weak && t->op == OP_CONST) return weak_num(ev, -ir_const_at(t, 0));
+    if (e->op == U_NEG && a.weak && t->op == OP_CONST)
+      return ir_is_float(t->dtype) ? weak_num(ev, -ir_const_at(t, 0)) : weak_int(ev, -ir_const_int_at(t, 0));
     Value r = ev_tval(ev_check(ev, ir_unary(ev->c, e->op == U_NEG ? OP_NEG : OP_NOT, t), e->op_span));
     r.weak = a.weak && e->op == U_NEG;
     return r;
@@ -343,16 +354,21 @@ static Value call_grad(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
   if (vv[f->argnum].kind != V_TENSOR) ev_fail(ev, sp, "grad: argument %d is not a tensor", f->argnum);
   Value y = ev_call(ev, f->inner, vv, nargs, sp);
   Node *yt = ev_tensor(ev, y, sp, "the differentiated function's result");
-  if (yt->ndim != 0) {
-    char b[128];
-    ev_fail(ev, sp, "grad needs a function with a scalar result; this one returns shape %s (reduce it, e.g. with sum or mean)",
-            ir_shape_str(ev->c, yt->ndim, yt->shape, b, sizeof b));
-  }
-  if (!ir_is_float(yt->dtype)) yt = ir_cast(ev->c, yt, DT_F32);
-  Node *g;
-  if (pass_grad(ev->c, yt, NULL, &wrt, 1, &g)) ev_fail(ev, sp, "%s", ev->c->err);
+  Node *g = ev_grad(ev, yt, wrt, sp, sp, "a function with a scalar result; this one returns");
   g = ev_check(ev, ir_substitute(ev->c, g, vars, actual, nv), sp);
   return ev_tval(g);
+}
+
+Node *ev_grad(Ev *ev, Node *y, Node *wrt, Span ysp, Span wsp, const char *needs) {
+  if (y->ndim) {
+    char b[128];
+    ev_fail(ev, ysp, "grad needs %s shape %s (reduce it, e.g. with sum or mean)", needs,
+            ir_shape_str(ev->c, y->ndim, y->shape, b, sizeof b));
+  }
+  if (!ir_is_float(y->dtype)) y = ir_cast(ev->c, y, DT_F32);
+  Node *g;
+  if (pass_grad(ev->c, y, NULL, &wrt, 1, &g)) ev_fail(ev, wsp, "%s", ev->c->err);
+  return g;
 }
 
 Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
@@ -622,6 +638,15 @@ static void exec_param(Ev *ev, Env *env, AstNode *s) {
 
 static char *read_file(const char *path, size_t *len);
 
+void ev_running_file(Ev *ev, const char *path) {
+  char real[4096];
+  if (!realpath(path, real)) return;
+  ev->imports = realloc(ev->imports, sizeof *ev->imports * (ev->nimports + 1));
+  if (!ev->imports) abort();
+  ev->imports[ev->nimports].path = arena_strdup(ev->arena, real);
+  ev->imports[ev->nimports++].running = 1;
+}
+
 // import "nn" reads LIB_DIR/nn.kiln; a path is read as given. Each file runs
 // once per session; importing a file that is still being imported is a cycle.
 static void exec_import(Ev *ev, AstNode *s) {
@@ -648,7 +673,10 @@ static void exec_import(Ev *ev, AstNode *s) {
   ev->on_error = outer;
   ev->imports[me].running = 0;
   free(text);
-  if (rc) ev_fail(ev, s->span, "errors in the imported file %s (above)", path);
+  if (rc) {
+    ev->nimports = me;   // forgotten: fixing the file and importing again works
+    ev_fail(ev, s->span, "errors in the imported file %s (above)", path);
+  }
 }
 
 static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {

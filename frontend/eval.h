@@ -83,7 +83,9 @@ int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out);
 Value *ev_lookup(Ev *ev, const char *name);
 // Start the JIT and the thread pool (threads <= 0: all cores). 0, or -1 with a message.
 int ev_start(Ev *ev, int threads, char *err, size_t errlen);
-char *ev_read_file(const char *path, size_t *len);   // malloc'd, NUL-terminated; NULL if unreadable
+char *ev_read_file(const char *path, size_t *len);
+// The program file being run: importing it from itself is then a cycle.
+void ev_running_file(Ev *ev, const char *path);   // malloc'd, NUL-terminated; NULL if unreadable
 
 // Used by builtins.c
 _Noreturn void ev_fail(Ev *ev, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -95,7 +97,9 @@ Node *ev_raw(Ev *ev, Value v, Span sp, const char *what);
 Value ev_tval(Node *n);
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what);
 Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp);
-void ev_unify_weak(Ev *ev, Value *a, Value *b);   // a bare number takes the other's dtype
+void ev_unify_weak(Ev *ev, Value *a, Value *b);
+// The gradient of y (which must be a scalar: `needs` words the error) w.r.t. wrt.
+Node *ev_grad(Ev *ev, Node *y, Node *wrt, Span ysp, Span wsp, const char *needs);   // a bare number takes the other's dtype
 
 typedef struct {
   Value *pos; Span *pos_span; int npos;

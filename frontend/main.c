@@ -86,6 +86,7 @@ static int run_program(const Opts *o) {
     }
   }
   if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
+  if (o->file && !o->code) ev_running_file(ev, o->file);
   if (!rc && ev_run(ev, name, text)) rc = 1;
   fflush(stdout);
   if (d.msg && d.msg[0]) fputs(d.msg, stderr);
