@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test suite: unit tests, language and error-message tests, REPL tests,
 # forward values against NumPy, gradient checks against finite differences;
-# in the optimized build and again under AddressSanitizer + UBSan
-# (KILN_TEST_ASAN=0 skips the second). Ends with "N passed, N failed".
+# in the optimized build, in the fallback build without LLVM (-Djit=cc;
+# KILN_TEST_FALLBACK=0 skips it) and under AddressSanitizer + UBSan
+# (KILN_TEST_ASAN=0 skips it). Ends with "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh || exit 1
@@ -37,11 +38,25 @@ run_suites() {  # build dir, label
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
 scripts/build.sh build || { echo "0 passed, 1 failed"; exit 1; }
 run_suites build optimized
+# The fallback JIT (system cc + dlopen, no LLVM/Clang libraries), as a
+# machine without them builds it: the same emitted C must give the same values.
+if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
+  if scripts/build.sh build-cc -Djit=cc; then
+    export KILN_CACHE_DIR=$PWD/build-cc/test-cache
+    suite "cc-fallback api" build-cc/tests/test_api
+    suite "cc-fallback language" tests/run_lang.sh build-cc/kiln
+    suite "cc-fallback ops vs numpy" .venv/bin/python tests/test_ops.py build-cc/kiln
+    suite "cc-fallback gradcheck" .venv/bin/python tests/test_gradcheck.py build-cc/kiln
+  else
+    total_fail=$((total_fail + 1)); echo "FAIL the -Djit=cc build"
+  fi
+fi
 if [ "${KILN_TEST_ASAN:-1}" != 0 ]; then
   scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false || { echo "$total_pass passed, $((total_fail + 1)) failed"; exit 1; }
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
-  KILN_CACHE_DIR=$PWD/build-asan/test-cache run_suites build-asan asan
+  export KILN_CACHE_DIR=$PWD/build-asan/test-cache
+  run_suites build-asan asan
 fi
 echo "$total_pass passed, $total_fail failed"
 [ $total_fail -eq 0 ]
