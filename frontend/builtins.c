@@ -3,6 +3,7 @@
 // (shape functions, constructors, grad) have a handler each.
 #include "eval.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 // ---- arguments --------------------------------------------------------------------
@@ -445,10 +446,15 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
   Node *y = ev_tensor(ev, f, sp, "grad's first argument (a function or a scalar expression)");
   Span wsp;
   Node *w = ev_tensor(ev, need(ev, b, a, 1, "wrt", &wsp), wsp, "wrt");
-  // Equal constants are one node, so a constant cannot name one use of itself.
-  if (w->op != OP_INPUT)
-    ev_fail(ev, wsp, "grad(expr, wrt) differentiates with respect to a parameter or an input; for the gradient at a "
-            "value, write a function: f(v) = ...; grad(f)(value)");
+  // Equal constants are one node, so a constant cannot name one use of itself:
+  // wrt must depend on a parameter or an input (a computed value like W - lr*g is fine).
+  int count, live = 0;
+  Node **order = ir_topo(ev->c, &w, 1, &count);
+  for (int i = 0; i < count && !live; i++) live = order[i]->op == OP_INPUT;
+  free(order);
+  if (!live)
+    ev_fail(ev, wsp, "grad(expr, wrt) needs a wrt that depends on a parameter or an input, not a constant; for the "
+            "gradient at a value, write a function: f(v) = ...; grad(f)(value)");
   return ev_tval(ev_grad(ev, y, w, sp, wsp, "a scalar expression; this has"));
 }
 

@@ -2,7 +2,8 @@
 # Language in, values out: each tests/lang/NAME.kiln runs with `kiln run` and
 # its stdout must equal NAME.out; each tests/errors/NAME.kiln must fail with
 # exit status 1 and its stderr must equal NAME.err (file:line:col, source line,
-# caret). Usage: run_lang.sh KILN [update]
+# caret); each examples/*.kiln must run with exit status 0.
+# Usage: run_lang.sh KILN [update]
 set -u
 kiln=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); update=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +26,12 @@ for f in errors/*.kiln; do
   [ $rc -eq 1 ] || err="$err
 (exit status $rc, expected 1)"
   check "$f" "${f%.kiln}.err" "$err"
+done
+# The shipped examples run cleanly (setup.sh's main job among them).
+for f in ../examples/*.kiln; do
+  out=$(timeout 300 "$kiln" run "$f" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "ok   $f"
+  else fail=$((fail+1)); echo "FAIL $f (exit status $rc)"; printf '%s\n' "$out" | tail -5; fi
 done
 echo "lang: $pass passed, $fail failed"
 [ $fail -eq 0 ]
