@@ -297,22 +297,24 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
 }
 
 // ---- the host function ------------------------------------------------------------
-static void slot_sizes(Gen *g, Str *h) {
-  const Schedule *s = g->s;
+// layout(): each workspace slot's offset for these dimensions, and the total.
+// Exported as `workspace` too, so the caller can make sure the memory exists
+// (and report its absence) before the graph runs.
+static void emit_layout(const Schedule *s, Str *h) {
   char n[128];
+  str_put(h, "\nstatic size_t layout(const int64_t *D, size_t *at) {\n  size_t total = 0, z; (void)D; (void)at; (void)z;\n");
   for (int sl = 0; sl < s->nslots; sl++) {
-    str_put(h, "  size_t z%d = 0;\n", sl);
+    str_put(h, "  z = 0;\n");
     for (int b = 0; b < s->nbufs; b++) {
       const Buffer *B = &s->bufs[b];
       if (B->kind != BUF_TEMP || B->slot != sl) continue;
       cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
-      str_put(h, "  if ((size_t)%s * %zu > z%d) z%d = (size_t)%s * %zu;\n", n, ir_dtype_size(B->node->dtype), sl, sl, n,
+      str_put(h, "  if ((size_t)%s * %zu > z) z = (size_t)%s * %zu;\n", n, ir_dtype_size(B->node->dtype), n,
               ir_dtype_size(B->node->dtype));
     }
+    str_put(h, "  at[%d] = total; total += (z + 63) & ~(size_t)63;\n", sl);
   }
-  str_put(h, "  size_t total = 0;\n");
-  for (int sl = 0; sl < s->nslots; sl++) str_put(h, "  size_t at%d = total; total += (z%d + 63) & ~(size_t)63;\n", sl, sl);
-  str_put(h, "  char *ws = total ? rt_workspace(rt, total) : NULL; (void)ws;\n");
+  str_put(h, "  return total;\n}\n");
 }
 
 static const char *kind_args[] = {"in", "cst", "out", ""};
@@ -323,12 +325,14 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
   memset(cs, 0, sizeof *cs);
   str_put(&body, "%s", prelude);
   str_put(&body, "typedef struct { const int64_t *D; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
+  emit_layout(s, &host);
   str_put(&host, "\nstatic void run(void *rt, const int64_t *D, void **in, void **cst, void **out) {\n");
   str_put(&host, "  Args A; A.D = D; (void)in; (void)cst; (void)out;\n");
-  slot_sizes(&g, &host);
+  str_put(&host, "  size_t at[%d];\n  size_t total = layout(D, at);\n", s->nslots + 1);
+  str_put(&host, "  char *ws = total ? rt_workspace(rt, total) : NULL; (void)ws;\n");
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *B = &s->bufs[b];
-    if (B->kind == BUF_TEMP) str_put(&host, "  A.b[%d] = ws + at%d;\n", b, B->slot);
+    if (B->kind == BUF_TEMP) str_put(&host, "  A.b[%d] = ws + at[%d];\n", b, B->slot);
     else str_put(&host, "  A.b[%d] = %s[%d];\n", b, kind_args[B->kind], B->arg);
   }
   for (int k = 0; k < s->nk; k++) {
@@ -348,6 +352,8 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
   str_put(&body, "%s", host.s);
   str_put(&body, "\nvoid KILN_PFX_entry(void **args) {\n  run(args[0], args[1], args + 2, args + %d, args + %d);\n}\n",
           2 + nin, 2 + nin + s->nconst);
+  str_put(&body, "\nsize_t KILN_PFX_workspace(const int64_t *D) {\n  size_t at[%d];\n  return layout(D, at);\n}\n",
+          s->nslots + 1);
   str_put(&body, "\nvoid KILN_PFX_call(void *rt, void *D");
   for (int i = 0; i < cs->nargs; i++) str_put(&body, ", void *a%d", i);
   str_put(&body, ") {\n  void *args[%d] = {rt, D", cs->nargs + 2);
@@ -372,6 +378,7 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
   cs->src = fin.s;
   snprintf(cs->entry, sizeof cs->entry, "%s_entry", pfx);
   snprintf(cs->call, sizeof cs->call, "%s_call", pfx);
+  snprintf(cs->workspace, sizeof cs->workspace, "%s_workspace", pfx);
   (void)err; (void)errlen;
   return 0;
 }

@@ -8,6 +8,7 @@ typedef struct {
   char *src;           // the translation unit (malloc'd)
   char entry[48];      // void entry(void **args): args = rt, dims, inputs..., consts..., outputs...
   char call[48];       // void call(void *rt, void *dims, void *a0, ...): the same, one pointer each (libffi)
+  char workspace[48];  // size_t workspace(const int64_t *dims): scratch bytes a run needs
   int nargs;           // pointer arguments after rt and dims
 } CSource;
 

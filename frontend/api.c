@@ -209,6 +209,7 @@ int kiln_run(kiln_graph *g, const kiln_tensor *inputs, kiln_tensor *outputs) {
   }
   int rc = prog_run(&g->k->ev->pipe, g->prog, D, in, out, 0);
   free(in);
+  if (rc == PROG_NO_MEMORY) return fail(g->k, "out of memory for the graph's scratch memory%s", "");
   return rc ? fail(g->k, "the compiled graph could not be called%s", "") : 0;
 }
 

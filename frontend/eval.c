@@ -476,12 +476,16 @@ int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out) {
     if (!out[i].data) {
       for (int j = 0; j < i; j++) rt_tensor_free(&out[j]);
       free(in);
-      ev_fail(ev, where, "out of memory for a result of %d dimensions", nd);
+      char b[128];
+      ir_shape_str(ev->c, n[i]->ndim, n[i]->shape, b, sizeof b);
+      ev_fail(ev, where, "out of memory for a result of shape %s", b);
     }
   }
-  if (prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi)) {
+  int rc = prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi);
+  if (rc) {
     for (int j = 0; j < count; j++) rt_tensor_free(&out[j]);
     free(in);
+    if (rc == PROG_NO_MEMORY) ev_fail(ev, where, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
     ev_fail(ev, where, "libffi could not call the compiled graph");
   }
   free(in);

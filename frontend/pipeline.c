@@ -71,11 +71,12 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
     prog_free(pr);
     return NULL;
   }
-  const char *names[2] = {pr->cs.entry, pr->cs.call};
-  void *addrs[2];
-  if (jit_compile(p->jit, pr->cs.src, names, 2, addrs, &pr->st, err, errlen)) { prog_free(pr); return NULL; }
+  const char *names[3] = {pr->cs.entry, pr->cs.call, pr->cs.workspace};
+  void *addrs[3];
+  if (jit_compile(p->jit, pr->cs.src, names, 3, addrs, &pr->st, err, errlen)) { prog_free(pr); return NULL; }
   pr->entry = (void (*)(void **))addrs[0];
   pr->call = addrs[1];
+  pr->workspace = (size_t (*)(const int64_t *))addrs[2];
   pr->opt_ms = t1 - t0;
   pr->emit_ms = t2 - t1;
   return pr;
@@ -142,6 +143,12 @@ int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, 
   for (int i = 0; i < nin; i++) args[2 + i] = ins[i].data;
   for (int i = 0; i < s->nconst; i++) args[2 + nin + i] = (void *)s->consts[i]->a.data;
   for (int i = 0; i < nout; i++) args[2 + nin + s->nconst + i] = outs[i].data;
+  // The scratch memory is made sure of here, where running out can be reported.
+  size_t need = pr->workspace(D);
+  if (need && !rt_workspace(p->rt, need)) {
+    if (args != stackargs) free(args);
+    return PROG_NO_MEMORY;
+  }
   int rc = 0;
   if (via_ffi) rc = rt_ffi_call_ptrs(pr->call, n, args);
   else pr->entry(args);

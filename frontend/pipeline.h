@@ -26,6 +26,7 @@ typedef struct {
   CSource cs;
   void (*entry)(void **);   // uniform entry: rt, dims, inputs..., consts..., outputs...
   void *call;               // typed entry for libffi
+  size_t (*workspace)(const int64_t *D);   // scratch bytes a run needs
   JitStats st;
   double opt_ms, emit_ms;
 } Program;
@@ -43,6 +44,8 @@ int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, siz
 void prog_out_shape(const Program *pr, int i, const int64_t *D, int *ndim, int64_t *shape);
 // Run with bound dims: ins[nin], outs[nout] already allocated with prog_out_shape.
 // via_ffi calls the typed entry through libffi (the REPL's dynamic path).
+// 0; -1 if libffi failed; PROG_NO_MEMORY if the workspace could not be had.
+enum { PROG_NO_MEMORY = -2 };
 int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs, int via_ffi);
 
 #endif

@@ -57,39 +57,50 @@ check("piped: open brackets continue on the next line", out == "6\n", repr(out +
 
 # --- through a pseudo-terminal -------------------------------------------------------
 def pty_session(lines, timeout=30):
+    """Types each line at the prompt, waiting for the next prompt before the
+    next keystrokes: input typed while the REPL computes would reach a tty in
+    cooked mode, where a Ctrl-D is swallowed by the line discipline."""
     env = dict(os.environ, HOME=tempfile.mkdtemp(), TERM="dumb")
     pid, fd = pty.fork()
     if pid == 0:
         os.execve(kiln, [kiln], env)
     out = b""
-    def read_until(marker, t):
+
+    def pump(t):
         nonlocal out
-        end = time.time() + t
-        while time.time() < end:
-            r, _, _ = select.select([fd], [], [], 0.1)
-            if r:
-                try:
-                    chunk = os.read(fd, 4096)
-                except OSError:
-                    return False
-                if not chunk:
-                    return False
-                out += chunk
-                if marker in out:
-                    return True
-        return False
-    read_until(b"kiln> ", timeout)
-    for line in lines:
-        mark = len(out)
-        os.write(fd, line.encode() + b"\r")
-        # wait for the next prompt after this line's output
+        r, _, _ = select.select([fd], [], [], t)
+        if not r:
+            return False
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            return False
+        out += chunk
+        return bool(chunk)
+
+    def wait_prompts(n):
         end = time.time() + timeout
-        while time.time() < end and out.count(b"kiln> ") <= out[:mark].count(b"kiln> "):
-            if not read_until(b"kiln> ", 0.5) and out.count(b"kiln> ") > out[:mark].count(b"kiln> "):
-                break
-    os.write(fd, b"\x04")  # Ctrl-D
-    read_until(b"\x00never", 2)
-    _, status = os.waitpid(pid, 0)
+        while out.count(b"kiln> ") < n and time.time() < end:
+            pump(0.1)
+        return out.count(b"kiln> ") >= n
+
+    wait_prompts(1)
+    for k, line in enumerate(lines):
+        os.write(fd, line.encode() + b"\r")
+        wait_prompts(k + 2)
+    time.sleep(0.2)  # libedit has put the tty back in raw mode by now
+    os.write(fd, b"\x04")  # Ctrl-D at an empty prompt
+    end = time.time() + timeout
+    status = None
+    while time.time() < end:
+        pump(0.1)
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+            break
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
 
 
