@@ -148,9 +148,11 @@ static Value op_reduce(Ev *ev, const Builtin *b, Args *a) {
   uint32_t axes = axes_arg(ev, a, 1, x);
   int keep = bool_arg(ev, a, 2, "keepdims", 0);
   if ((b->op == OP_ARGMAX || b->op == OP_ARGMIN) && !arg(a, 1, "axis", NULL) && x->ndim > 1) {
-    Dim flat = dim_c(-1);   // NumPy: argmax without an axis indexes the flattened tensor
-    x = ev_check(ev, ir_reshape(ev->c, x, 1, &flat), a->span);
-    axes = 1;
+    Dim flat = dim_c(-1), ones[IR_MAXDIM];   // NumPy: argmax without an axis indexes the flattened tensor
+    Node *f = ev_check(ev, ir_reshape(ev->c, x, 1, &flat), a->span);
+    Node *r = ev_check(ev, ir_reduce(ev->c, b->op, f, 1, 0), a->span);
+    for (int d = 0; d < x->ndim; d++) ones[d] = dim_c(1);
+    return ev_tval(keep ? ev_check(ev, ir_reshape(ev->c, r, x->ndim, ones), a->span) : r);
   }
   return ev_tval(ev_check(ev, ir_reduce(ev->c, b->op, x, axes, keep), a->span));
 }
@@ -228,7 +230,11 @@ static Value b_flatten(Ev *ev, const Builtin *b, Args *a) {
   check_args(ev, b, a, 1, NULL);
   Node *x = tensor_arg(ev, b, a, 0, "x");
   if (x->ndim < 2) return ev_tval(x);
-  Dim s[2] = {x->shape[0], dim_c(-1)};
+  Dim s[2] = {x->shape[0], dim_c(1)};   // the rest's product (no -1: it works for N = 0 too)
+  for (int d = 1; d < x->ndim; d++) {
+    if (x->shape[d].sym && x->shape[d].k) ev_fail(ev, a->span, "flatten: the axes after the first must be concrete");
+    s[1].k *= x->shape[d].k;
+  }
   return ev_tval(ev_check(ev, ir_reshape(ev->c, x, 2, s), a->span));
 }
 
@@ -434,7 +440,7 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
     Span asp;
     Value *an = arg(a, 1, "argnum", &asp);
     int64_t k = an ? ev_const_int(ev, *an, asp, "argnum") : 0;
-    if (k < 0) ev_fail(ev, asp, "argnum cannot be negative");
+    if (k < 0 || k > 255) ev_fail(ev, asp, "argnum %lld is out of range", (long long)k);
     Value g = {0};
     g.kind = V_FUNC;
     g.fn = arena_alloc(ev->arena, sizeof *g.fn);

@@ -4,8 +4,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_DEPTH 200
+#define MAX_CALLS 1000000
 
 // ---- errors: unwind to the statement that is running ----------------------------
 void ev_fail(Ev *ev, Span sp, const char *fmt, ...) {
@@ -255,7 +257,9 @@ static Value eval_index(Ev *ev, Env *env, AstNode *e) {
       if (v < 0) v += n;
       hi = st > 0 ? (v < 0 ? 0 : v > n ? n : v) : (v < -1 ? -1 : v > n - 1 ? n - 1 : v);
     }
-    int64_t cnt = st > 0 ? (hi > lo ? (hi - lo + st - 1) / st : 0) : (lo > hi ? (lo - hi - st - 1) / -st : 0);
+    // 128-bit: steps near 2^63 must not overflow the count
+    __int128 span = st > 0 ? (__int128)hi - lo : (__int128)lo - hi, stride = st > 0 ? st : -(__int128)st;
+    int64_t cnt = span > 0 ? (int64_t)((span + stride - 1) / stride) : 0;
     start[d] = cnt ? lo : 0; count[d] = cnt; step[d] = st;
     keep[nkeep++] = dim_c(cnt);
   }
@@ -385,6 +389,8 @@ Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
     ev_fail(ev, sp, "%s takes %d argument%s, but %d %s given", f->name, def->nitems, def->nitems == 1 ? "" : "s", nargs,
             nargs == 1 ? "was" : "were");
   if (ev->depth >= MAX_DEPTH) ev_fail(ev, sp, "calls nested more than %d deep (runaway recursion?)", MAX_DEPTH);
+  // Tracing inlines every call: bound the total, or f(v) = g(v) + g(v) chains explode.
+  if (++ev->calls > MAX_CALLS) ev_fail(ev, sp, "more than %d function calls while tracing one statement", MAX_CALLS);
   Env *local = env_new(ev, f->closure);
   for (int i = 0; i < nargs; i++) env_set(ev, local, def->items[i]->str, args[i], def->items[i]->span);
   ev->depth++;
@@ -633,7 +639,7 @@ static void exec_param(Ev *ev, Env *env, AstNode *s) {
   ev->pipe.dump_after = after;
   ev->pipe.emit_c = emit;
   if (rc) return;
-  Node *p = ir_input(ev->c, s->str, ROLE_PARAM, dt, nd, shape);
+  Node *p = ev_check(ev, ir_input(ev->c, s->str, ROLE_PARAM, dt, nd, shape), s->span);
   ev->params = realloc(ev->params, sizeof(Param) * (ev->nparams + 1));
   if (!ev->params) abort();
   ev->params[ev->nparams++] = (Param){p, value};
@@ -664,9 +670,12 @@ static void exec_import(Ev *ev, AstNode *s) {
       if (ev->imports[i].running) ev_fail(ev, s->span, "import cycle: %s is already being imported", path);
       return;
     }
+  struct stat st;
+  if (stat(real, &st) || !S_ISREG(st.st_mode)) ev_fail(ev, s->span, "cannot import \"%s\": %s is not a file", name, path);
   size_t len;
   char *text = read_file(real, &len);
   if (!text) ev_fail(ev, s->span, "cannot import \"%s\": cannot read %s", name, path);
+  if (strlen(text) != len) { free(text); ev_fail(ev, s->span, "cannot import \"%s\": %s is not a text file", name, path); }
   ev->imports = realloc(ev->imports, sizeof *ev->imports * (ev->nimports + 1));
   if (!ev->imports) abort();
   int me = ev->nimports++;
@@ -697,7 +706,7 @@ static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
     DType dt = parse_dtype(ev, s);
     int nd; Dim shape[IR_MAXDIM];
     parse_shape(ev, env, s, 1, &nd, shape);
-    env_set(ev, env, s->str, ev_tval(ir_input(ev->c, s->str, ROLE_INPUT, dt, nd, shape)), s->name_span);
+    env_set(ev, env, s->str, ev_tval(ev_check(ev, ir_input(ev->c, s->str, ROLE_INPUT, dt, nd, shape), s->span)), s->name_span);
     return none;
   }
   case AST_PARAM: exec_param(ev, env, s); return none;
@@ -793,6 +802,7 @@ int ev_run(Ev *ev, const char *name, const char *text) {
   for (int i = 0; i < prog->nitems; i++) {
     AstNode *s = prog->items[i];
     if (setjmp(jb)) { rc = -1; ev->depth = 0; break; }
+    ev->calls = 0;
     Value v = exec_stmt(ev, ev->globals, s);
     if (ev->echo && s->kind == AST_EXPR_STMT) echo_value(ev, v, s->span);
   }

@@ -62,6 +62,7 @@ typedef struct Ev {
   uint64_t seed;         // the session's base seed
   uint64_t rng_count;    // random tensors made so far (each gets its own stream)
   int depth;             // call depth, to stop runaway recursion
+  long calls;            // calls traced in the current statement
   int echo;              // REPL: echo expression statements
   int via_ffi;           // call compiled graphs through libffi
   jmp_buf *on_error;

@@ -20,8 +20,17 @@ static Node proto(Op op, DType t, int ndim, const Dim *shape) {
   return n;
 }
 
+// Every shape the builders make stays below IR_MAXNUMEL elements (per unit of
+// its symbol), so no element count or byte size downstream can overflow.
 static Node *mk(IrCtx *c, Node *t, Node **src, int nsrc) {
   t->src = src; t->nsrc = nsrc;
+  int64_t m = 1;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->shape[d].k < 0 || __builtin_mul_overflow(m, t->shape[d].k, &m) || m > IR_MAXNUMEL) {
+      char b[256];
+      return fail(c, "shape %s has too many elements (at most 2^48)", ir_shape_str(c, t->ndim, t->shape, b, sizeof b));
+    }
+  }
   return ir_intern(c, t);
 }
 
@@ -188,7 +197,7 @@ static int dims_product(const Dim *d, int n, Dim *out) {
   Dim p = dim_c(1);
   for (int i = 0; i < n; i++) {
     if (d[i].sym && p.sym && d[i].k && p.k) return 0;
-    p.k *= d[i].k;
+    if (__builtin_mul_overflow(p.k, d[i].k, &p.k)) return 0;
     if (d[i].sym && d[i].k) p.sym = d[i].sym;
     if (!p.k) p.sym = 0;
   }

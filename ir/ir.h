@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #define IR_MAXDIM 8
+#define IR_MAXNUMEL (1LL << 48)   // elements in one tensor, at most
 
 // ---- arena.c: bump allocation, freed in one call --------------------------
 typedef struct Arena Arena;

@@ -12,6 +12,7 @@
 //   pow               d/db is 0 where a <= 0 (log guarded, as PyTorch does)
 //   cast              flows back to float sources only; ints get none
 #include "passes.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,7 +272,13 @@ static Node *grad_SCE(GradCtx *g, Node *n, Node *adj, int i) {
   Node *iota = ir_iota(g->c, lab->dtype, x->ndim, x->shape, x->ndim - 1);
   Node *hot = bin(g, OP_EQ, keepdims(g, lab, x, last), iota);
   Node *p = ir_row(g->c, OP_SOFTMAX, x, x->ndim - 1);
-  return mul(g, keepdims(g, adj, x, last), sub(g, p, hot ? ir_cast(g->c, hot, x->dtype) : NULL));
+  Node *d = mul(g, keepdims(g, adj, x, last), sub(g, p, hot ? ir_cast(g->c, hot, x->dtype) : NULL));
+  // A label outside [0, classes) gives a NaN loss; its row's gradient is NaN too.
+  Dim cls = x->shape[x->ndim - 1];
+  if (!d || (cls.sym && cls.k)) return d;
+  Node *ok = ir_binary(g->c, OP_AND, bin(g, OP_GE, lab, ir_scalar(g->c, lab->dtype, 0)),
+                       bin(g, OP_LT, lab, ir_scalar(g->c, lab->dtype, (double)cls.k)));
+  return where(g, keepdims(g, ok, x, last), d, cst(g, d, NAN));
 }
 
 // One rule per op: a new op in ops.def fails to compile until it has grad_<NAME>.

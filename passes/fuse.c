@@ -46,11 +46,22 @@ static int expands(Node *bc) {
   return 0;
 }
 
+// A fused expression deeper than this is cut with a buffer: the emitter
+// walks expressions recursively, and a 10,000-op chain must not overflow it.
+enum { MAX_FUSED_DEPTH = 256 };
+
 static void decide(Fuse *f, Node **order, int count) {
   Schedule *s = f->s;
+  int *depth = calloc(s->nid + 1, sizeof(int));   // inline expression depth, by node id
+  if (!depth) abort();
   for (int i = 0; i < count; i++) {
     Node *n = order[i];
     OpKind k = ir_ops[n->op].kind;
+    int dd = 0;
+    for (int j = 0; j < n->nsrc; j++)
+      if (sched_buf(s, n->src[j]) < 0 && depth[n->src[j]->id] > dd) dd = depth[n->src[j]->id];
+    depth[n->id] = dd + 1;
+    if (depth[n->id] > MAX_FUSED_DEPTH && k != K_LEAF) { materialize(s, n); depth[n->id] = 0; }
     if (k == K_REDUCE || k == K_MATMUL || k == K_ROW) materialize(s, n);
     // Recomputing a shared value in every reader costs more than a buffer.
     if (k == K_EW && f->users[n->id] > 1) materialize(s, n);
@@ -62,7 +73,9 @@ static void decide(Fuse *f, Node **order, int count) {
     }
     if (k == K_MATMUL) { need_view(s, n->src[0]); need_view(s, n->src[1]); }
     if (k == K_ROW) for (int j = 0; j < n->nsrc; j++) need_view(s, n->src[j]);
+    if (sched_buf(s, n) >= 0) depth[n->id] = 0;
   }
+  free(depth);
 }
 
 static void add_kernel(Schedule *s, Node *n, int out) {

@@ -1,7 +1,7 @@
 // Algebraic identities. Needs: a well-formed graph. Keeps: shapes and dtypes
 // (every replacement is checked against the node it replaces); values, but
 // like Theano's canonicalizer it assumes x finite where a rule drops x (x*0,
-// x-x), ignores the sign of zero (x+0, 0-x, x^0.5 -> sqrt) and rounds
+// x-x), ignores the sign of zero (x+0, 0-x) and rounds
 // differently where it trades a rounding for an exact op (x^2 -> x*x,
 // sum(broadcast(y)) -> y*count).
 #include "passes.h"
@@ -91,13 +91,12 @@ static Node *rule_div(IrCtx *c, Node *n) {
   return NULL;
 }
 
-// x^0 -> 1; x^1 -> x; x^2 -> x*x; x^0.5 -> sqrt(x)
+// x^0 -> 1; x^1 -> x; x^2 -> x*x (not x^0.5 -> sqrt: they differ at -inf)
 static Node *rule_pow(IrCtx *c, Node *n) {
   Node *x = n->src[0], *y = n->src[1];
   if (is_k(y, 0)) return fill(c, n, 1);
   if (is_k(y, 1)) return as(n, x);
   if (is_k(y, 2)) return ir_binary(c, OP_MUL, x, x);
-  if (is_k(y, 0.5)) return ir_unary(c, OP_SQRT, x);
   return NULL;
 }
 
