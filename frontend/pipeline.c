@@ -2,13 +2,7 @@
 #include "pipeline.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 int pipe_stage_ok(const char *name) {
   const char *all = PIPE_STAGES, *p = all;
@@ -47,7 +41,6 @@ Jit *pipe_jit_new(char *err, size_t errlen) {
 
 Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   err[0] = 0;
-  double t0 = now_ms();
   if (stop_at(p, "ir", g, NULL)) return NULL;
   for (size_t i = 0; i < sizeof graph_passes / sizeof *graph_passes; i++) {
     g = graph_passes[i].run(p->c, g);
@@ -63,9 +56,7 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   Program *pr = calloc(1, sizeof *pr);
   if (!pr) abort();
   pr->g = g; pr->s = s;
-  double t1 = now_ms();
   if (cg_emit_c(s, &pr->cs, err, errlen)) { prog_free(pr); return NULL; }
-  double t2 = now_ms();
   if (p->emit_c) {
     fputs(pr->cs.src, p->dump);
     prog_free(pr);
@@ -77,8 +68,6 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   pr->entry = (void (*)(void **))addrs[0];
   pr->call = addrs[1];
   pr->workspace = (size_t (*)(const int64_t *))addrs[2];
-  pr->opt_ms = t1 - t0;
-  pr->emit_ms = t2 - t1;
   return pr;
 }
 

@@ -16,7 +16,6 @@ typedef struct {
   KRt *rt;
   const char *dump_after;   // stage name: print the graph there and stop
   FILE *dump;
-  int stats;                // print compile statistics to dump
   int emit_c;               // print the generated C to dump and stop
 } Pipe;
 
@@ -27,8 +26,7 @@ typedef struct {
   void (*entry)(void **);   // uniform entry: rt, dims, inputs..., consts..., outputs...
   void *call;               // typed entry for libffi
   size_t (*workspace)(const int64_t *D);   // scratch bytes a run needs
-  JitStats st;
-  double opt_ms, emit_ms;
+  JitStats st;              // the JIT's cache hit or compile time
 } Program;
 
 int pipe_stage_ok(const char *name);
