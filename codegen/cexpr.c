@@ -224,7 +224,6 @@ static const char *elementwise(Gen *g, Node *n, Index *ix, char *t) {
 static Index *view_index(Gen *g, Node *n, Index *ix) {
   Node *s = n->src[0];
   Index *v = cg_index(g, s->ndim, s->shape);
-  char d[64];
   switch (n->op) {
   case OP_RESHAPE:
     snprintf(v->lin, sizeof v->lin, "%s", cg_lin(g, ix));
@@ -256,7 +255,6 @@ static Index *view_index(Gen *g, Node *n, Index *ix) {
       cg_line(g, "int64_t %s = %" PRId64 " + %s*%" PRId64 ";", cg_tmp(g, v->idx[i]), st, ix->idx[i], sp);
     }
     v->has_idx = 1;
-    (void)d;
     return v;
   default:
     abort();

@@ -40,7 +40,6 @@ kiln_ctx *kiln_new(const kiln_options *opt) {
   diag_init(&k->diag);
   k->ev = ev_new(opt && opt->out ? opt->out : stdout, &k->diag);
   k->ev->seed = opt ? opt->seed : 0;
-  k->ev->lib_dir = getenv("KILN_LIB_DIR");
   char err[4096];
   if (ev_start(k->ev, opt ? opt->threads : 0, err, sizeof err)) {
     fprintf(stderr, "kiln: %s\n", err);
@@ -109,11 +108,6 @@ static Node *named_tensor(kiln_ctx *k, const char *name) {
   return v->t;
 }
 
-static Param *find_param(Ev *ev, Node *n) {
-  for (int i = 0; i < ev->nparams; i++) if (ev->params[i].node == n) return &ev->params[i];
-  return NULL;
-}
-
 kiln_graph *kiln_compile(kiln_ctx *k, const char *const *outputs, int nout, const char *const *inputs, int nin) {
   Ev *ev = k->ev;
   Node **outs = calloc(nout + 1, sizeof(Node *)), **ins = calloc(nin + ev->nparams + 1, sizeof(Node *));
@@ -167,7 +161,7 @@ static RtTensor *all_inputs(kiln_graph *g, const kiln_tensor *inputs) {
   RtTensor *in = calloc(g->nuser + g->nparams + 1, sizeof *in);
   if (!in) abort();
   for (int i = 0; i < g->nuser; i++) in[i] = to_rt(&inputs[i]);
-  for (int i = 0; i < g->nparams; i++) in[g->nuser + i] = find_param(g->k->ev, g->params[i])->value;
+  for (int i = 0; i < g->nparams; i++) in[g->nuser + i] = *ev_param_value(g->k->ev, g->params[i]);
   return in;
 }
 

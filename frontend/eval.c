@@ -102,10 +102,8 @@ static int all_const(Value *items, int n) {
 // else is stacked along a new leading axis.
 static Node *list_tensor(Ev *ev, Value v, Span sp) {
   Node **t = arena_alloc(ev->arena, sizeof(Node *) * (v.n + 1));
-  int weak = 1;
   for (int i = 0; i < v.n; i++) {
     t[i] = ev_raw(ev, v.items[i], sp, "a list element");
-    weak &= v.items[i].weak;
     if (i && !ir_shape_eq(t[i], t[0]))
       ev_fail(ev, sp, "ragged list: element %d has a different shape from element 0", i);
   }
@@ -118,7 +116,7 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
   DType dt = DT_BOOL;
   for (int i = 0; i < v.n; i++)
     if (!v.items[i].weak) { dt = strong++ ? ir_promote(dt, t[i]->dtype) : t[i]->dtype; }
-  if (weak) dt = DT_F32;
+  if (!strong) dt = DT_F32;
   else if (!ir_is_float(dt))
     for (int i = 0; i < v.n; i++) {   // an integer tensor meeting 0.5 becomes f32, bools meeting 2 i32
       double x;
@@ -433,17 +431,10 @@ static Program *program_for(Ev *ev, Node **outs, int nout, Node ***ins_out, int 
   Node **order = ir_topo(ev->c, outs, nout, &count);
   Node **ins = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
   int nin = 0;
-  for (int i = 0; i < count; i++) {
-    Node *x = order[i];
-    if (x->op != OP_INPUT) continue;
-    if (x->a.i[0] != ROLE_PARAM) {
-      free(order);
-      ev_fail(ev, where, "this depends on the input '%s', which has no value here (inputs are bound by training "
-              "statements or the C API)", x->a.name);
-    }
-    ins[nin++] = x;
-  }
+  for (int i = 0; i < count; i++)
+    if (order[i]->op == OP_INPUT) ins[nin++] = order[i];
   free(order);
+  for (int i = 0; i < nout; i++) check_bound(ev, outs[i], where);   // only parameters have values here
   IrGraph *g = ir_graph_new(ev->c, outs, nout, ins, nin);
   if ((ev->pipe.dump_after || ev->pipe.emit_c) && where.src)
     fprintf(ev->pipe.dump, "%s graph of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", where.src->name, where.line, where.col);
@@ -460,7 +451,7 @@ static Program *program_for(Ev *ev, Node **outs, int nout, Node ***ins_out, int 
   return pr;
 }
 
-static RtTensor *param_value(Ev *ev, Node *n) {
+RtTensor *ev_param_value(Ev *ev, Node *n) {
   for (int i = 0; i < ev->nparams; i++) if (ev->params[i].node == n) return &ev->params[i].value;
   return NULL;
 }
@@ -471,7 +462,7 @@ int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out) {
   if (!pr) return 1;
   RtTensor *in = malloc(sizeof(RtTensor) * (nin + 1));
   if (!in) abort();
-  for (int i = 0; i < nin; i++) in[i] = *param_value(ev, ins[i]);
+  for (int i = 0; i < nin; i++) in[i] = *ev_param_value(ev, ins[i]);
   int64_t D[65] = {0}, shape[IR_MAXDIM];
   char err[512];
   if (prog_bind(pr, in, D, err, sizeof err)) { free(in); ev_fail(ev, where, "%s", err); }
@@ -759,6 +750,7 @@ Ev *ev_new(FILE *out, Diag *diag) {
   ev->arena = arena_new();
   ev->diag = diag;
   ev->out = out;
+  ev->lib_dir = getenv("KILN_LIB_DIR");   // NULL: the installed library directory
   ev->globals = env_new(ev, NULL);
   ev->pipe.c = ev->c;
   ev->pipe.dump = stdout;

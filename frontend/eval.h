@@ -82,6 +82,7 @@ int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out);
 // Several values from one compiled graph (what `print a, b` does).
 int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out);
 Value *ev_lookup(Ev *ev, const char *name);
+RtTensor *ev_param_value(Ev *ev, Node *param);   // a parameter's current value
 // Start the JIT and the thread pool (threads <= 0: all cores). 0, or -1 with a message.
 int ev_start(Ev *ev, int threads, char *err, size_t errlen);
 char *ev_read_file(const char *path, size_t *len);

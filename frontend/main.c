@@ -73,8 +73,6 @@ static int run_program(const Opts *o) {
   Ev *ev = ev_new(stdout, &d);
   ev->seed = (uint64_t)o->seed;
   ev->via_ffi = o->ffi;
-  const char *lib = getenv("KILN_LIB_DIR");
-  if (lib) ev->lib_dir = lib;
   char err[4096];
   int rc = 0;
   if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c")) {

@@ -127,8 +127,6 @@ int repl_main(int threads, uint64_t seed) {
   // The REPL calls each compiled graph through libffi: its signature is known
   // only at run time (kiln run uses the uniform entry point instead).
   r.ev->via_ffi = 1;
-  const char *lib = getenv("KILN_LIB_DIR");
-  if (lib) r.ev->lib_dir = lib;
   char err[4096], hist[4096];
   if (ev_start(r.ev, threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); ev_free(r.ev); diag_free(&d); return 1; }
   history_path(hist, sizeof hist);
