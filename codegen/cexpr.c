@@ -192,10 +192,18 @@ static const char *leaf(Gen *g, Node *n, Index *ix, char *t) {
     cg_need_idx(g, ix);
     cg_line(g, "%s %s = (%s)%s;", cg_ctype(n->dtype), cg_tmp(g, t), cg_ctype(n->dtype), ix->idx[n->a.i[0]]);
     return memo_add(g, n, ix, t);
-  case OP_RNG:
-    cg_line(g, "%s %s = rt_rand_%s_%s(UINT64_C(%" PRIu64 "), (uint64_t)%s);", cg_ctype(n->dtype), cg_tmp(g, t),
-            n->a.i[0] ? "normal" : "uniform", ir_dtype_name(n->dtype), n->a.u, cg_lin(g, ix));
+  case OP_RNG: {
+    // A salted stream: the salt (read at run time) moves the seed by a large odd step.
+    char seed[96], salt[48];
+    snprintf(seed, sizeof seed, "UINT64_C(%" PRIu64 ")", n->a.u);
+    if (n->nsrc) {
+      snprintf(salt, sizeof salt, "%s", cg_value(g, n->src[0], cg_index(g, 0, NULL)));
+      snprintf(seed, sizeof seed, "(UINT64_C(%" PRIu64 ") + (uint64_t)%s * UINT64_C(0x9E3779B97F4A7C15))", n->a.u, salt);
+    }
+    cg_line(g, "%s %s = rt_rand_%s_%s(%s, (uint64_t)%s);", cg_ctype(n->dtype), cg_tmp(g, t),
+            n->a.i[0] ? "normal" : "uniform", ir_dtype_name(n->dtype), seed, cg_lin(g, ix));
     return memo_add(g, n, ix, t);
+  }
   case OP_DIMV:
     snprintf(lit, sizeof lit, "D[%d]", (int)n->a.i[0]);
     return memo_add(g, n, ix, lit);
@@ -329,6 +337,101 @@ static const char *concat(Gen *g, Node *n, Index *ix, char *t) {
   return memo_add(g, n, ix, t);
 }
 
+// IM2COL: out[n, oh, ow, c, kh, kw] = x[n, c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw],
+// or the fill value where that falls in the padding.
+static const char *im2col(Gen *g, Node *n, Index *ix, char *t) {
+  Node *x = n->src[0];
+  const int64_t *w = n->a.i;
+  char hh[16], ww[16], lit[64];
+  cg_need_idx(g, ix);
+  cg_line(g, "int64_t %s = %s*%" PRId64 " - %" PRId64 " + %s*%" PRId64 ";", cg_tmp(g, hh), ix->idx[1], w[2], w[4], ix->idx[4], w[6]);
+  cg_line(g, "int64_t %s = %s*%" PRId64 " - %" PRId64 " + %s*%" PRId64 ";", cg_tmp(g, ww), ix->idx[2], w[3], w[5], ix->idx[5], w[7]);
+  Index *v = cg_index(g, 4, x->shape);
+  snprintf(v->idx[0], sizeof v->idx[0], "%s", ix->idx[0]);
+  snprintf(v->idx[1], sizeof v->idx[1], "%s", ix->idx[3]);
+  snprintf(v->idx[2], sizeof v->idx[2], "%s", hh);
+  snprintf(v->idx[3], sizeof v->idx[3], "%s", ww);
+  v->has_idx = 1;
+  if (w[8]) snprintf(lit, sizeof lit, "(-INFINITY)");
+  else cg_literal(lit, sizeof lit, n->dtype, 0);
+  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
+  cg_line(g, "if (%s >= 0 && %s < %" PRId64 " && %s >= 0 && %s < %" PRId64 ") {", hh, hh, x->shape[2].k, ww, ww, x->shape[3].k);
+  g->ind++;
+  int mark = g->nmemo;
+  const char *val = cg_value(g, x, v);
+  cg_line(g, "%s = %s;", t, val);
+  g->nmemo = mark;
+  g->ind--;
+  cg_line(g, "}");
+  return memo_add(g, n, ix, t);
+}
+
+// COL2IM: each pixel sums the window positions that read it; a position
+// (oh, kh) reads row oh*sh - pt + kh*dh, so for row h it is oh = (h + pt - kh*dh) / sh
+// when that divides and is in range.
+static const char *col2im(Gen *g, Node *n, Index *ix, char *t) {
+  Node *cols = n->src[0];
+  const int64_t *w = n->a.i;
+  char kh[16], kw[16], th[16], tw[16], oh[16], ow[16], lit[64];
+  cg_need_idx(g, ix);
+  cg_literal(lit, sizeof lit, n->dtype, 0);
+  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
+  cg_tmp(g, kh); cg_tmp(g, kw); cg_tmp(g, th); cg_tmp(g, tw); cg_tmp(g, oh); cg_tmp(g, ow);
+  cg_line(g, "for (int64_t %s = 0; %s < %" PRId64 "; %s++) {", kh, kh, w[0], kh);
+  g->ind++;
+  cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", th, ix->idx[2], w[4], kh, w[6]);
+  cg_line(g, "if (%s < 0 || %s %% %" PRId64 ") continue;", th, th, w[2]);
+  cg_line(g, "int64_t %s = %s / %" PRId64 ";", oh, th, w[2]);
+  cg_line(g, "if (%s >= %" PRId64 ") continue;", oh, cols->shape[1].k);
+  cg_line(g, "for (int64_t %s = 0; %s < %" PRId64 "; %s++) {", kw, kw, w[1], kw);
+  g->ind++;
+  cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", tw, ix->idx[3], w[5], kw, w[7]);
+  cg_line(g, "if (%s < 0 || %s %% %" PRId64 ") continue;", tw, tw, w[3]);
+  cg_line(g, "int64_t %s = %s / %" PRId64 ";", ow, tw, w[3]);
+  cg_line(g, "if (%s >= %" PRId64 ") continue;", ow, cols->shape[2].k);
+  Index *v = cg_index(g, 6, cols->shape);
+  const char *at[6] = {ix->idx[0], oh, ow, ix->idx[1], kh, kw};
+  for (int d = 0; d < 6; d++) snprintf(v->idx[d], sizeof v->idx[d], "%s", at[d]);
+  v->has_idx = 1;
+  int mark = g->nmemo;
+  const char *val = cg_value(g, cols, v);
+  cg_line(g, "%s += %s;", t, val);
+  g->nmemo = mark;
+  g->ind--;
+  cg_line(g, "}");
+  g->ind--;
+  cg_line(g, "}");
+  return memo_add(g, n, ix, t);
+}
+
+// GATHER: out[i..., r...] = table[idx[i...], r...]; an index outside the table
+// gives NaN (0 for integer tables), as a bad label does in cross-entropy.
+static const char *gather(Gen *g, Node *n, Index *ix, char *t) {
+  Node *table = n->src[0], *idx = n->src[1];
+  char k[16], lit[64];
+  cg_need_idx(g, ix);
+  Index *iv = cg_index(g, idx->ndim, idx->shape);
+  for (int d = 0; d < idx->ndim; d++) snprintf(iv->idx[d], sizeof iv->idx[d], "%s", ix->idx[d]);
+  iv->has_idx = 1;
+  cg_line(g, "int64_t %s = (int64_t)%s;", cg_tmp(g, k), cg_value(g, idx, iv));
+  Index *v = cg_index(g, table->ndim, table->shape);
+  snprintf(v->idx[0], sizeof v->idx[0], "%s", k);
+  for (int d = 1; d < table->ndim; d++) snprintf(v->idx[d], sizeof v->idx[d], "%s", ix->idx[idx->ndim + d - 1]);
+  v->has_idx = 1;
+  if (ir_is_float(n->dtype)) snprintf(lit, sizeof lit, "NAN");
+  else cg_literal(lit, sizeof lit, n->dtype, 0);
+  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
+  cg_line(g, "if (%s >= 0 && %s < %" PRId64 ") {", k, k, table->shape[0].k);
+  g->ind++;
+  int mark = g->nmemo;
+  const char *val = cg_value(g, table, v);
+  cg_line(g, "%s = %s;", t, val);
+  g->nmemo = mark;
+  g->ind--;
+  cg_line(g, "}");
+  return memo_add(g, n, ix, t);
+}
+
 const char *cg_compute(Gen *g, Node *n, Index *ix) {
   char t[16];
   switch (ir_ops[n->op].kind) {
@@ -337,6 +440,9 @@ const char *cg_compute(Gen *g, Node *n, Index *ix) {
   case K_MOVE:
     if (n->op == OP_PAD) return pad(g, n, ix, t);
     if (n->op == OP_CONCAT) return concat(g, n, ix, t);
+    if (n->op == OP_IM2COL) return im2col(g, n, ix, t);
+    if (n->op == OP_COL2IM) return col2im(g, n, ix, t);
+    if (n->op == OP_GATHER) return gather(g, n, ix, t);
     {
       char v[48];
       snprintf(v, sizeof v, "%s", cg_value(g, n->src[0], view_index(g, n, ix)));

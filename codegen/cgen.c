@@ -296,6 +296,32 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
   snprintf(grain, 128, "(16384 / (%s + 1) + 1)", L);
 }
 
+// Scatter-add: columns of the row shape in parallel; each chunk zeroes its
+// columns of every row, then adds the source rows in index order (so the
+// sums are the same for every thread count).
+static void scatter_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
+  Node *n = K->node, *src = n->src[0], *idx = n->src[1];
+  const Schedule *s = g->s;
+  int bs = sched_buf(s, src) >= 0 ? sched_buf(s, src) : sched_buf(s, src->src[0]);
+  int bi = sched_buf(s, idx) >= 0 ? sched_buf(s, idx) : sched_buf(s, idx->src[0]);
+  char R[128], NI[128];
+  cg_prod(R, sizeof R, n->shape, 1, n->ndim);
+  cg_prod(NI, sizeof NI, idx->shape, 0, idx->ndim);
+  int64_t V = n->shape[0].k;
+  begin_kernel(g, K, k);
+  cg_line(g, "for (int64_t v = 0; v < %" PRId64 "; v++) for (int64_t j = lo; j < hi; j++) b%d[v*%s + j] = 0;", V, K->out, R);
+  cg_line(g, "for (int64_t i = 0; i < %s; i++) {", NI);
+  g->ind++;
+  cg_line(g, "const int64_t r = (int64_t)b%d[i];", bi);
+  cg_line(g, "if (r < 0 || r >= %" PRId64 ") continue;  // gather gave NaN there; nothing flows back", V);
+  cg_line(g, "for (int64_t j = lo; j < hi; j++) b%d[r*%s + j] += b%d[i*%s + j];", K->out, R, bs, R);
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+  snprintf(work, 128, "%s", R);
+  snprintf(grain, 128, "16");
+}
+
 // ---- the host function ------------------------------------------------------------
 // layout(): each workspace slot's offset for these dimensions, and the total.
 // Exported as `workspace` too, so the caller can make sure the memory exists
@@ -343,6 +369,7 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
     case KS_REDUCE: reduce_kernel(&g, K, k, work, grain); break;
     case KS_MATMUL: matmul_kernel(&g, K, k, work, grain); break;
     case KS_ROW: row_kernel(&g, K, k, work, grain); break;
+    case KS_SCATTER: scatter_kernel(&g, K, k, work, grain); break;
     }
     str_put(&host, "  rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
   }

@@ -21,17 +21,21 @@
 //   AST_SLICE      start, stop, step (each NULL when omitted)
 //   AST_PRINT      items (exprs, at least one)
 //   AST_INPUT      str (name), name_span, type_name, type_span, dims/ndims
-//   AST_PARAM      as AST_INPUT, plus rhs (initializer expr) or NULL
+//   AST_PARAM      as AST_INPUT, plus rhs (initializer expr) or NULL; op is 1
+//                  for a `state` declaration (kept and saved, not trained)
 //                  dims are AST_NUM (int, maybe negative) or AST_NAME nodes;
 //                  "f32" and "f32[]" both give ndims == 0
-//   AST_FNDEF      str (name), name_span, items (params, AST_NAME), body
+//   AST_ATTR       lhs (the value), str (the field), name_span
+//   AST_FNDEF      str (name), name_span, items (params: AST_NAME, or AST_KWARG
+//                  with the default in lhs), body
 //                  (AST_BLOCK; "sq(v) = v * v" gets a one-statement block)
 //   AST_ASSIGN     str (name), name_span, lhs (AST_NAME of the target), rhs
 //   AST_IMPORT     str (the path, decoded)
 //   AST_EXPR_STMT  lhs (the expr); op is 1 when written "return expr"
-//   AST_RESERVED   reserved_kw ("train", "evaluate", "save", "load", "data"),
-//                  str (the raw text after the keyword, to end of statement);
-//                  span covers the whole statement
+//   AST_DATA       str (name), name_span, rhs (the source expression)
+//   AST_TRAIN      lhs (loss), rhs (data), start (optimizer), opts (AST_KWARG)
+//   AST_EVALUATE   items (metrics), rhs (data), opts (AST_KWARG)
+//   AST_SAVE       lhs (the path expression); AST_LOAD the same
 //   AST_BLOCK      items (statements). As a function body its last statement
 //                  is an AST_EXPR_STMT, the function's value (the parser
 //                  checks this). parse_program's result is an AST_BLOCK too.
@@ -49,8 +53,9 @@
 typedef enum {
   AST_NUM, AST_STR, AST_BOOL, AST_NAME, AST_LIST, AST_UNARY, AST_BINARY,
   AST_CALL, AST_INDEX, AST_SLICE, AST_KWARG,
+  AST_ATTR,
   AST_PRINT, AST_INPUT, AST_PARAM, AST_FNDEF, AST_ASSIGN, AST_IMPORT,
-  AST_EXPR_STMT, AST_RESERVED, AST_BLOCK,
+  AST_EXPR_STMT, AST_DATA, AST_TRAIN, AST_EVALUATE, AST_SAVE, AST_LOAD, AST_BLOCK,
   AST_KIND_COUNT
 } AstKind;
 
@@ -87,7 +92,8 @@ struct AstNode {
   int ndims;
 
   AstNode *body;
-  char *reserved_kw;
+  AstNode **opts;
+  int nopts;
 };
 
 const char *ast_kind_name(AstKind k);  // "num", "binary", "fndef", ...

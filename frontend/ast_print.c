@@ -8,8 +8,9 @@ static const char *kind_names[AST_KIND_COUNT] = {
   [AST_CALL] = "call", [AST_INDEX] = "index", [AST_SLICE] = "slice",
   [AST_KWARG] = "kwarg", [AST_PRINT] = "print", [AST_INPUT] = "input",
   [AST_PARAM] = "param", [AST_FNDEF] = "fndef", [AST_ASSIGN] = "assign",
-  [AST_IMPORT] = "import", [AST_EXPR_STMT] = "expr", [AST_RESERVED] = "reserved",
-  [AST_BLOCK] = "block",
+  [AST_IMPORT] = "import", [AST_EXPR_STMT] = "expr", [AST_ATTR] = "attr",
+  [AST_DATA] = "data", [AST_TRAIN] = "train", [AST_EVALUATE] = "evaluate",
+  [AST_SAVE] = "save", [AST_LOAD] = "load", [AST_BLOCK] = "block",
 };
 
 static const char *binop_strs[B_COUNT] = {
@@ -145,7 +146,7 @@ void ast_sexpr(FILE *f, const AstNode *n) {
     break;
   case AST_INPUT:
   case AST_PARAM:
-    fprintf(f, "(%s %s ", n->kind == AST_INPUT ? "input" : "param", n->str);
+    fprintf(f, "(%s %s ", n->kind == AST_INPUT ? "input" : n->op ? "state" : "param", n->str);
     print_type(f, n, " ");
     if (n->rhs) {
       fputc(' ', f);
@@ -155,8 +156,13 @@ void ast_sexpr(FILE *f, const AstNode *n) {
     break;
   case AST_FNDEF:
     fprintf(f, "(fn %s (", n->str);
-    for (int i = 0; i < n->nitems; i++)
-      fprintf(f, "%s%s", i ? " " : "", n->items[i]->str);
+    for (int i = 0; i < n->nitems; i++) {
+      fputs(i ? " " : "", f);
+      if (n->items[i]->kind == AST_KWARG)
+        ast_sexpr(f, n->items[i]);
+      else
+        fputs(n->items[i]->str, f);
+    }
     fputs(") ", f);
     ast_sexpr(f, n->body);
     fputc(')', f);
@@ -178,9 +184,36 @@ void ast_sexpr(FILE *f, const AstNode *n) {
     if (n->op)
       fputc(')', f);
     break;
-  case AST_RESERVED:
-    fprintf(f, "(%s ", n->reserved_kw);
-    print_quoted(f, n->str);
+  case AST_ATTR:
+    fputs("(. ", f);
+    ast_sexpr(f, n->lhs);
+    fprintf(f, " %s)", n->str);
+    break;
+  case AST_DATA:
+    fprintf(f, "(data %s ", n->str);
+    ast_sexpr(f, n->rhs);
+    fputc(')', f);
+    break;
+  case AST_TRAIN:
+  case AST_EVALUATE:
+    fputs(n->kind == AST_TRAIN ? "(train " : "(evaluate", f);
+    if (n->kind == AST_TRAIN)
+      ast_sexpr(f, n->lhs);
+    else
+      sexpr_items(f, n->items, n->nitems);
+    fputs(" on ", f);
+    ast_sexpr(f, n->rhs);
+    if (n->kind == AST_TRAIN) {
+      fputs(" with ", f);
+      ast_sexpr(f, n->start);
+    }
+    sexpr_items(f, n->opts, n->nopts);
+    fputc(')', f);
+    break;
+  case AST_SAVE:
+  case AST_LOAD:
+    fputs(n->kind == AST_SAVE ? "(save " : "(load ", f);
+    ast_sexpr(f, n->lhs);
     fputc(')', f);
     break;
   case AST_BLOCK:
@@ -266,7 +299,7 @@ static void dump(FILE *f, const AstNode *n, int indent, const char *label) {
   case AST_FNDEF:
     fprintf(f, " %s(", n->str);
     for (int i = 0; i < n->nitems; i++)
-      fprintf(f, "%s%s", i ? ", " : "", n->items[i]->str);
+      fprintf(f, "%s%s%s", i ? ", " : "", n->items[i]->str, n->items[i]->kind == AST_KWARG ? "=..." : "");
     fputs(")\n", f);
     dump(f, n->body, in, NULL);
     return;
@@ -283,10 +316,30 @@ static void dump(FILE *f, const AstNode *n, int indent, const char *label) {
     fputs(n->op ? " (return)\n" : "\n", f);
     dump(f, n->lhs, in, NULL);
     return;
-  case AST_RESERVED:
-    fprintf(f, " %s ", n->reserved_kw);
-    print_quoted(f, n->str);
+  case AST_ATTR:
+    fprintf(f, " .%s\n", n->str);
+    dump(f, n->lhs, in, NULL);
+    return;
+  case AST_DATA:
+    fprintf(f, " %s\n", n->str);
+    dump(f, n->rhs, in, NULL);
+    return;
+  case AST_TRAIN:
+  case AST_EVALUATE:
     fputc('\n', f);
+    if (n->kind == AST_TRAIN)
+      dump(f, n->lhs, in, "loss: ");
+    for (int i = 0; i < n->nitems; i++)
+      dump(f, n->items[i], in, "metric: ");
+    dump(f, n->rhs, in, "on: ");
+    if (n->kind == AST_TRAIN)
+      dump(f, n->start, in, "with: ");
+    dump_items(f, n->opts, n->nopts, in);
+    return;
+  case AST_SAVE:
+  case AST_LOAD:
+    fputc('\n', f);
+    dump(f, n->lhs, in, NULL);
     return;
   default:  // list, print, block
     fputc('\n', f);

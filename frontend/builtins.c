@@ -1,14 +1,14 @@
 // Builtin functions. Ops in the op table are callable by their surface names
 // (exp, maximum, sum, softmax, ...) through three generic handlers; the rest
 // (shape functions, constructors, grad) have a handler each.
-#include "eval.h"
+#include "builtins_int.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 // ---- arguments --------------------------------------------------------------------
 // The argument at position pos or keyword kw; NULL if absent.
-static Value *arg(Args *a, int pos, const char *kw, Span *sp) {
+Value *bi_arg(Args *a, int pos, const char *kw, Span *sp) {
   if (pos >= 0 && pos < a->npos) { if (sp) *sp = a->pos_span[pos]; return &a->pos[pos]; }
   for (int i = 0; kw && i < a->nkw; i++)
     if (!strcmp(a->kw[i], kw)) { if (sp) *sp = a->kw_span[i]; return &a->kwv[i]; }
@@ -16,7 +16,7 @@ static Value *arg(Args *a, int pos, const char *kw, Span *sp) {
 }
 
 // Rejects unknown keywords and too many positional arguments.
-static void check_args(Ev *ev, const Builtin *b, Args *a, int maxpos, const char *const *kws) {
+void bi_check(Ev *ev, const Builtin *b, Args *a, int maxpos, const char *const *kws) {
   if (a->npos > maxpos)
     ev_fail(ev, a->pos_span[maxpos], "%s takes at most %d positional argument%s: %s", b->name, maxpos, maxpos == 1 ? "" : "s", b->usage);
   for (int i = 0; i < a->nkw; i++) {
@@ -26,21 +26,21 @@ static void check_args(Ev *ev, const Builtin *b, Args *a, int maxpos, const char
   }
 }
 
-static Value need(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw, Span *sp) {
-  Value *v = arg(a, pos, kw, sp);
+Value bi_need(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw, Span *sp) {
+  Value *v = bi_arg(a, pos, kw, sp);
   if (!v) ev_fail(ev, a->span, "%s is missing its argument '%s': %s", b->name, kw, b->usage);
   return *v;
 }
 
-static Node *tensor_arg(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw) {
+Node *bi_tensor(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw) {
   Span sp;
-  Value v = need(ev, b, a, pos, kw, &sp);
+  Value v = bi_need(ev, b, a, pos, kw, &sp);
   return ev_tensor(ev, v, sp, kw);
 }
 
-static int bool_arg(Ev *ev, Args *a, int pos, const char *kw, int def) {
+int bi_bool(Ev *ev, Args *a, int pos, const char *kw, int def) {
   Span sp;
-  Value *v = arg(a, pos, kw, &sp);
+  Value *v = bi_arg(a, pos, kw, &sp);
   if (!v) return def;
   double x;
   Node *t = ev_raw(ev, *v, sp, kw);
@@ -48,9 +48,9 @@ static int bool_arg(Ev *ev, Args *a, int pos, const char *kw, int def) {
   return x != 0;
 }
 
-static double num_arg(Ev *ev, Args *a, int pos, const char *kw, double def) {
+double bi_num(Ev *ev, Args *a, int pos, const char *kw, double def) {
   Span sp;
-  Value *v = arg(a, pos, kw, &sp);
+  Value *v = bi_arg(a, pos, kw, &sp);
   if (!v) return def;
   double x;
   Node *t = ev_raw(ev, *v, sp, kw);
@@ -58,16 +58,16 @@ static double num_arg(Ev *ev, Args *a, int pos, const char *kw, double def) {
   return x;
 }
 
-static DType dtype_arg(Ev *ev, Args *a, int pos, DType def) {
+DType bi_dtype(Ev *ev, Args *a, int pos, DType def) {
   Span sp;
-  Value *v = arg(a, pos, "dtype", &sp);
+  Value *v = bi_arg(a, pos, "dtype", &sp);
   if (!v) return def;
   if (v->kind != V_DTYPE) ev_fail(ev, sp, "dtype must be one of f32, f64, i32, i64, bool");
   return v->dt;
 }
 
 // A list of constant integers: a list literal, a 1-D constant tensor or one number.
-static int int_list(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max) {
+int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max) {
   if (v.kind == V_LIST) {
     if (v.n > max) ev_fail(ev, sp, "%s has too many entries (at most %d)", what, max);
     for (int i = 0; i < v.n; i++) out[i] = ev_const_int(ev, v.items[i], sp, what);
@@ -88,9 +88,9 @@ static int int_list(Ev *ev, Value v, Span sp, const char *what, int64_t *out, in
 
 static int shape_arg(Ev *ev, const Builtin *b, Args *a, int pos, Dim *shape) {
   Span sp;
-  Value v = need(ev, b, a, pos, "shape", &sp);
+  Value v = bi_need(ev, b, a, pos, "shape", &sp);
   int64_t s[IR_MAXDIM];
-  int n = int_list(ev, v, sp, "a shape", s, IR_MAXDIM);
+  int n = bi_ints(ev, v, sp, "a shape", s, IR_MAXDIM);
   for (int i = 0; i < n; i++) {
     if (s[i] < -1) ev_fail(ev, sp, "a shape cannot have the dimension %lld", (long long)s[i]);
     shape[i] = dim_c(s[i]);
@@ -98,21 +98,21 @@ static int shape_arg(Ev *ev, const Builtin *b, Args *a, int pos, Dim *shape) {
   return n;
 }
 
-static int norm_axis(Ev *ev, int64_t ax, int nd, Span sp) {
+int bi_axis(Ev *ev, int64_t ax, int nd, Span sp) {
   if (ax < -nd || ax >= (nd ? nd : 1)) ev_fail(ev, sp, "axis %lld is out of range for a tensor of rank %d", (long long)ax, nd);
   return (int)(ax < 0 ? ax + nd : ax);
 }
 
 // axis= as a bitmask; absent means all axes.
-static uint32_t axes_arg(Ev *ev, Args *a, int pos, Node *x) {
+uint32_t bi_axes(Ev *ev, Args *a, int pos, Node *x) {
   Span sp;
-  Value *v = arg(a, pos, "axis", &sp);
+  Value *v = bi_arg(a, pos, "axis", &sp);
   if (!v) return x->ndim ? (1u << x->ndim) - 1 : 0;
   int64_t ax[IR_MAXDIM];
-  int n = int_list(ev, *v, sp, "axis", ax, IR_MAXDIM);
+  int n = bi_ints(ev, *v, sp, "axis", ax, IR_MAXDIM);
   uint32_t m = 0;
   for (int i = 0; i < n; i++) {
-    int d = norm_axis(ev, ax[i], x->ndim, sp);
+    int d = bi_axis(ev, ax[i], x->ndim, sp);
     if (m & (1u << d)) ev_fail(ev, sp, "axis %d is repeated", d);
     m |= 1u << d;
   }
@@ -122,7 +122,7 @@ static uint32_t axes_arg(Ev *ev, Args *a, int pos, Node *x) {
 // ---- generic handlers for op-table ops ----------------------------------------------
 static Value op_elementwise(Ev *ev, const Builtin *b, Args *a) {
   int n = ir_ops[b->op].nsrc;
-  check_args(ev, b, a, n, NULL);
+  bi_check(ev, b, a, n, NULL);
   if (a->npos < n) ev_fail(ev, a->span, "%s takes %d argument%s: %s", b->name, n, n == 1 ? "" : "s", b->usage);
   Value v[3] = {{0}};
   for (int i = 0; i < n; i++) {
@@ -143,11 +143,11 @@ static Value op_elementwise(Ev *ev, const Builtin *b, Args *a) {
 
 static Value op_reduce(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axis", "keepdims", NULL};
-  check_args(ev, b, a, 3, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
-  uint32_t axes = axes_arg(ev, a, 1, x);
-  int keep = bool_arg(ev, a, 2, "keepdims", 0);
-  if ((b->op == OP_ARGMAX || b->op == OP_ARGMIN) && !arg(a, 1, "axis", NULL) && x->ndim > 1) {
+  bi_check(ev, b, a, 3, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  uint32_t axes = bi_axes(ev, a, 1, x);
+  int keep = bi_bool(ev, a, 2, "keepdims", 0);
+  if ((b->op == OP_ARGMAX || b->op == OP_ARGMIN) && !bi_arg(a, 1, "axis", NULL) && x->ndim > 1) {
     Dim flat = dim_c(-1), ones[IR_MAXDIM];   // NumPy: argmax without an axis indexes the flattened tensor
     Node *f = ev_check(ev, ir_reshape(ev->c, x, 1, &flat), a->span);
     Node *r = ev_check(ev, ir_reduce(ev->c, b->op, f, 1, 0), a->span);
@@ -159,19 +159,19 @@ static Value op_reduce(Ev *ev, const Builtin *b, Args *a) {
 
 static Value op_row(Ev *ev, const Builtin *b, Args *a) {
   if (b->op == OP_SCE) {
-    check_args(ev, b, a, 2, NULL);
-    Node *logits = tensor_arg(ev, b, a, 0, "logits"), *labels = tensor_arg(ev, b, a, 1, "labels");
+    bi_check(ev, b, a, 2, NULL);
+    Node *logits = bi_tensor(ev, b, a, 0, "logits"), *labels = bi_tensor(ev, b, a, 1, "labels");
     return ev_tval(ev_check(ev, ir_sce(ev->c, logits, labels), a->span));
   }
   static const char *const lse_kws[] = {"axis", "keepdims", NULL}, *const kws[] = {"axis", NULL};
   int lse = b->op == OP_LOGSUMEXP;
-  check_args(ev, b, a, lse ? 3 : 2, lse ? lse_kws : kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, lse ? 3 : 2, lse ? lse_kws : kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   Span sp = a->span;
-  Value *av = arg(a, 1, "axis", &sp);
-  int axis = av ? norm_axis(ev, ev_const_int(ev, *av, sp, "axis"), x->ndim, sp) : x->ndim - 1;
+  Value *av = bi_arg(a, 1, "axis", &sp);
+  int axis = av ? bi_axis(ev, ev_const_int(ev, *av, sp, "axis"), x->ndim, sp) : x->ndim - 1;
   Node *r = ev_check(ev, ir_row(ev->c, b->op, x, axis), a->span);
-  if (b->op == OP_LOGSUMEXP && bool_arg(ev, a, 2, "keepdims", 0)) {
+  if (b->op == OP_LOGSUMEXP && bi_bool(ev, a, 2, "keepdims", 0)) {
     Dim s[IR_MAXDIM];
     for (int d = 0; d < x->ndim; d++) s[d] = d == axis ? dim_c(1) : x->shape[d];
     r = ev_check(ev, ir_reshape(ev->c, r, x->ndim, s), a->span);
@@ -181,7 +181,7 @@ static Value op_row(Ev *ev, const Builtin *b, Args *a) {
 
 // ---- shape functions ------------------------------------------------------------
 // The number of elements over the axes in mask, as an f-typed node.
-static Node *count_of(Ev *ev, Node *x, uint32_t axes, DType t) {
+Node *bi_count(Ev *ev, Node *x, uint32_t axes, DType t) {
   int64_t k = 1;
   Node *r = NULL;
   for (int d = 0; d < x->ndim; d++) {
@@ -199,36 +199,36 @@ static Node *count_of(Ev *ev, Node *x, uint32_t axes, DType t) {
 
 static Value b_mean(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axis", "keepdims", NULL};
-  check_args(ev, b, a, 3, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 3, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   if (!ir_is_float(x->dtype)) x = ir_cast(ev->c, x, DT_F32);
-  uint32_t axes = axes_arg(ev, a, 1, x);
-  Node *s = ev_check(ev, ir_reduce(ev->c, OP_SUM, x, axes, bool_arg(ev, a, 2, "keepdims", 0)), a->span);
-  return ev_tval(ev_check(ev, ir_binary(ev->c, OP_DIV, s, count_of(ev, x, axes, x->dtype)), a->span));
+  uint32_t axes = bi_axes(ev, a, 1, x);
+  Node *s = ev_check(ev, ir_reduce(ev->c, OP_SUM, x, axes, bi_bool(ev, a, 2, "keepdims", 0)), a->span);
+  return ev_tval(ev_check(ev, ir_binary(ev->c, OP_DIV, s, bi_count(ev, x, axes, x->dtype)), a->span));
 }
 
 static Value b_cast(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"dtype", NULL};
-  check_args(ev, b, a, 2, kws);
+  bi_check(ev, b, a, 2, kws);
   Span sp;
-  Node *x = ev_raw(ev, need(ev, b, a, 0, "x", &sp), sp, "x");   // a bare number converts exactly
-  Value t = need(ev, b, a, 1, "dtype", &sp);
+  Node *x = ev_raw(ev, bi_need(ev, b, a, 0, "x", &sp), sp, "x");   // a bare number converts exactly
+  Value t = bi_need(ev, b, a, 1, "dtype", &sp);
   if (t.kind != V_DTYPE) ev_fail(ev, sp, "cast needs a dtype: f32, f64, i32, i64 or bool");
   return ev_tval(ir_cast(ev->c, x, t.dt));
 }
 
 static Value b_reshape(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", NULL};
-  check_args(ev, b, a, 2, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 2, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   Dim s[IR_MAXDIM];
   int n = shape_arg(ev, b, a, 1, s);
   return ev_tval(ev_check(ev, ir_reshape(ev->c, x, n, s), a->span));
 }
 
 static Value b_flatten(Ev *ev, const Builtin *b, Args *a) {
-  check_args(ev, b, a, 1, NULL);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 1, NULL);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   if (x->ndim < 2) return ev_tval(x);
   Dim s[2] = {x->shape[0], dim_c(1)};   // the rest's product (no -1: it works for N = 0 too)
   for (int d = 1; d < x->ndim; d++) {
@@ -240,13 +240,13 @@ static Value b_flatten(Ev *ev, const Builtin *b, Args *a) {
 
 static Value b_transpose(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axes", NULL};
-  check_args(ev, b, a, 2, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 2, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   Span sp;
-  Value *pv = arg(a, 1, "axes", &sp);
+  Value *pv = bi_arg(a, 1, "axes", &sp);
   if (!pv) return ev_tval(ev_check(ev, ir_transpose(ev->c, x, NULL), a->span));
   int64_t p[IR_MAXDIM];
-  int n = int_list(ev, *pv, sp, "axes", p, IR_MAXDIM);
+  int n = bi_ints(ev, *pv, sp, "axes", p, IR_MAXDIM);
   if (n != x->ndim) ev_fail(ev, sp, "transpose needs %d axes for a tensor of rank %d, got %d", x->ndim, x->ndim, n);
   int perm[IR_MAXDIM];
   for (int i = 0; i < n; i++) perm[i] = (int)p[i];
@@ -255,7 +255,7 @@ static Value b_transpose(Ev *ev, const Builtin *b, Args *a) {
 
 static Node **tensor_list(Ev *ev, const Builtin *b, Args *a, int *n) {
   Span sp;
-  Value v = need(ev, b, a, 0, "tensors", &sp);
+  Value v = bi_need(ev, b, a, 0, "tensors", &sp);
   Node **t = arena_alloc(ev->arena, sizeof(Node *) * (v.n + 2));
   if (v.kind == V_LIST) {
     for (int i = 0; i < v.n; i++) t[i] = ev_tensor(ev, v.items[i], sp, "a list element");
@@ -278,15 +278,15 @@ static Node **tensor_list(Ev *ev, const Builtin *b, Args *a, int *n) {
 
 static Value b_concat(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axis", NULL};
-  check_args(ev, b, a, 2, kws);
+  bi_check(ev, b, a, 2, kws);
   int n;
   Node **t = tensor_list(ev, b, a, &n);
   Span sp = a->span;
-  Value *av = arg(a, 1, "axis", &sp);
+  Value *av = bi_arg(a, 1, "axis", &sp);
   int64_t ax = av ? ev_const_int(ev, *av, sp, "axis") : 0;
   int stack = !strcmp(b->name, "stack");
   int nd = t[0]->ndim + stack;
-  int axis = norm_axis(ev, ax, nd, sp);
+  int axis = bi_axis(ev, ax, nd, sp);
   if (stack) {
     for (int i = 1; i < n; i++)
       if (!ir_shape_eq(t[i], t[0])) ev_fail(ev, a->span, "stack needs tensors of one shape; tensor %d differs from tensor 0", i);
@@ -301,8 +301,8 @@ static Value b_concat(Ev *ev, const Builtin *b, Args *a) {
 
 static Value b_broadcast_to(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", NULL};
-  check_args(ev, b, a, 2, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 2, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   Dim s[IR_MAXDIM];
   int n = shape_arg(ev, b, a, 1, s);
   return ev_tval(ev_check(ev, ir_broadcast(ev->c, x, n, s), a->span));
@@ -316,8 +316,8 @@ static Node *dim_node(Ev *ev, Dim d) {
 }
 
 static Value b_shape(Ev *ev, const Builtin *b, Args *a) {
-  check_args(ev, b, a, 1, NULL);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 1, NULL);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   if (!x->ndim) { Dim z = dim_c(0); return ev_tval(ir_const(ev->c, DT_I64, 1, &z, NULL)); }
   Node *parts[IR_MAXDIM];
   Dim one = dim_c(1);
@@ -327,18 +327,18 @@ static Value b_shape(Ev *ev, const Builtin *b, Args *a) {
 
 static Value b_dim(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axis", NULL};
-  check_args(ev, b, a, 2, kws);
-  Node *x = tensor_arg(ev, b, a, 0, "x");
+  bi_check(ev, b, a, 2, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
   Span sp;
-  Value av = need(ev, b, a, 1, "axis", &sp);
-  int axis = norm_axis(ev, ev_const_int(ev, av, sp, "axis"), x->ndim, sp);
+  Value av = bi_need(ev, b, a, 1, "axis", &sp);
+  int axis = bi_axis(ev, ev_const_int(ev, av, sp, "axis"), x->ndim, sp);
   Value v = ev_tval(dim_node(ev, x->shape[axis]));
   return v;
 }
 
 static Value b_matmul(Ev *ev, const Builtin *b, Args *a) {
-  check_args(ev, b, a, 2, NULL);
-  Node *x = tensor_arg(ev, b, a, 0, "a"), *y = tensor_arg(ev, b, a, 1, "b");
+  bi_check(ev, b, a, 2, NULL);
+  Node *x = bi_tensor(ev, b, a, 0, "a"), *y = bi_tensor(ev, b, a, 1, "b");
   return ev_tval(ev_check(ev, ir_matmul(ev->c, x, y), a->span));
 }
 
@@ -346,13 +346,13 @@ static Value b_matmul(Ev *ev, const Builtin *b, Args *a) {
 static Value b_fill(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", "value", "dtype", NULL};
   int full = !strcmp(b->name, "full");
-  check_args(ev, b, a, full ? 3 : 2, kws);
+  bi_check(ev, b, a, full ? 3 : 2, kws);
   Dim s[IR_MAXDIM];
   int n = shape_arg(ev, b, a, 0, s);
   for (int i = 0; i < n; i++) if (s[i].k < 0) ev_fail(ev, a->span, "%s: dimensions cannot be negative", b->name);
-  double v = full ? num_arg(ev, a, 1, "value", NAN) : !strcmp(b->name, "ones");
-  if (full && !arg(a, 1, "value", NULL)) ev_fail(ev, a->span, "full is missing its value: %s", b->usage);
-  DType t = dtype_arg(ev, a, full ? 2 : 1, DT_F32);
+  double v = full ? bi_num(ev, a, 1, "value", NAN) : !strcmp(b->name, "ones");
+  if (full && !bi_arg(a, 1, "value", NULL)) ev_fail(ev, a->span, "full is missing its value: %s", b->usage);
+  DType t = bi_dtype(ev, a, full ? 2 : 1, DT_F32);
   return ev_tval(ev_check(ev, ir_broadcast(ev->c, ir_scalar(ev->c, t, v), n, s), a->span));
 }
 
@@ -366,27 +366,27 @@ static Node *ramp(Ev *ev, int64_t count, double start, double step, DType t) {
 
 static Value b_arange(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"start", "stop", "step", "dtype", NULL};
-  check_args(ev, b, a, 3, kws);
-  double start = 0, stop, step = num_arg(ev, a, 2, "step", 1);
-  if (a->npos >= 2 || arg(a, -1, "stop", NULL)) { start = num_arg(ev, a, 0, "start", 0); stop = num_arg(ev, a, 1, "stop", NAN); }
-  else stop = num_arg(ev, a, 0, "stop", NAN);
+  bi_check(ev, b, a, 3, kws);
+  double start = 0, stop, step = bi_num(ev, a, 2, "step", 1);
+  if (a->npos >= 2 || bi_arg(a, -1, "stop", NULL)) { start = bi_num(ev, a, 0, "start", 0); stop = bi_num(ev, a, 1, "stop", NAN); }
+  else stop = bi_num(ev, a, 0, "stop", NAN);
   if (isnan(stop)) ev_fail(ev, a->span, "arange needs a stop: %s", b->usage);
   if (step == 0) ev_fail(ev, a->span, "arange: step cannot be zero");
   double cnt = ceil((stop - start) / step);
   if (cnt < 0) cnt = 0;
   if (cnt > 1e9) ev_fail(ev, a->span, "arange: %g elements is too many", cnt);
-  return ev_tval(ramp(ev, (int64_t)cnt, start, step, dtype_arg(ev, a, 3, DT_F32)));
+  return ev_tval(ramp(ev, (int64_t)cnt, start, step, bi_dtype(ev, a, 3, DT_F32)));
 }
 
 static Value b_linspace(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"start", "stop", "num", "dtype", NULL};
-  check_args(ev, b, a, 3, kws);
-  double start = num_arg(ev, a, 0, "start", NAN), stop = num_arg(ev, a, 1, "stop", NAN), num = num_arg(ev, a, 2, "num", 50);
+  bi_check(ev, b, a, 3, kws);
+  double start = bi_num(ev, a, 0, "start", NAN), stop = bi_num(ev, a, 1, "stop", NAN), num = bi_num(ev, a, 2, "num", 50);
   if (isnan(start) || isnan(stop)) ev_fail(ev, a->span, "linspace needs a start and a stop: %s", b->usage);
   if (num < 0 || num != floor(num) || num > 1e9) ev_fail(ev, a->span, "linspace: num must be a non-negative integer");
   int64_t n = (int64_t)num;
   double step = n > 1 ? (stop - start) / (double)(n - 1) : 0;
-  DType t = dtype_arg(ev, a, 3, DT_F32);
+  DType t = bi_dtype(ev, a, 3, DT_F32);
   Node *r = ramp(ev, n, start, step, DT_F64);
   if (n > 1) {  // the last point is exactly stop, as in NumPy
     Dim s = dim_c(n);
@@ -398,30 +398,30 @@ static Value b_linspace(Ev *ev, const Builtin *b, Args *a) {
 
 static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"n", "m", "dtype", NULL};
-  check_args(ev, b, a, 2, kws);
+  bi_check(ev, b, a, 2, kws);
   Span sp = a->span;
-  int64_t n = ev_const_int(ev, need(ev, b, a, 0, "n", &sp), sp, "n");
-  Value *mv = arg(a, 1, "m", &sp);
+  int64_t n = ev_const_int(ev, bi_need(ev, b, a, 0, "n", &sp), sp, "n");
+  Value *mv = bi_arg(a, 1, "m", &sp);
   int64_t m = mv ? ev_const_int(ev, *mv, sp, "m") : n;
   if (n < 0 || m < 0) ev_fail(ev, a->span, "eye: sizes cannot be negative");
   Dim s[2] = {dim_c(n), dim_c(m)};
   Node *eq = ir_binary(ev->c, OP_EQ, ir_iota(ev->c, DT_I64, 2, s, 0), ir_iota(ev->c, DT_I64, 2, s, 1));
-  return ev_tval(ir_cast(ev->c, eq, dtype_arg(ev, a, 2, DT_F32)));
+  return ev_tval(ir_cast(ev->c, eq, bi_dtype(ev, a, 2, DT_F32)));
 }
 
 static Value b_random(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", "mean", "std", "low", "high", "seed", "dtype", NULL};
   int normal = !strcmp(b->name, "normal");
-  check_args(ev, b, a, 3, kws);
+  bi_check(ev, b, a, 3, kws);
   Dim s[IR_MAXDIM];
   int n = shape_arg(ev, b, a, 0, s);
   for (int i = 0; i < n; i++) if (s[i].k < 0) ev_fail(ev, a->span, "%s: dimensions cannot be negative", b->name);
-  double p0 = num_arg(ev, a, 1, normal ? "mean" : "low", 0), p1 = num_arg(ev, a, 2, normal ? "std" : "high", 1);
+  double p0 = bi_num(ev, a, 1, normal ? "mean" : "low", 0), p1 = bi_num(ev, a, 2, normal ? "std" : "high", 1);
   Span sp;
-  Value *sv = arg(a, -1, "seed", &sp);
+  Value *sv = bi_arg(a, -1, "seed", &sp);
   // Without a seed each call draws its own stream, the same on every run.
-  uint64_t seed = sv ? (uint64_t)ev_const_int(ev, *sv, sp, "seed") : ev->seed * 1000003u + ++ev->rng_count;
-  DType t = dtype_arg(ev, a, -1, DT_F32);
+  uint64_t seed = sv ? (uint64_t)ev_const_int(ev, *sv, sp, "seed") : ev_next_seed(ev);
+  DType t = bi_dtype(ev, a, -1, DT_F32);
   if (!ir_is_float(t)) ev_fail(ev, a->span, "%s makes float tensors only", b->name);
   IrCtx *c = ev->c;
   Node *r = ev_check(ev, ir_rng(c, t, n, s, seed, normal), a->span);
@@ -433,12 +433,12 @@ static Value b_random(Ev *ev, const Builtin *b, Args *a) {
 // ---- grad --------------------------------------------------------------------------
 static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"argnum", "wrt", NULL};
-  check_args(ev, b, a, 2, kws);
+  bi_check(ev, b, a, 2, kws);
   Span sp;
-  Value f = need(ev, b, a, 0, "f", &sp);
+  Value f = bi_need(ev, b, a, 0, "f", &sp);
   if (f.kind == V_FUNC) {
     Span asp;
-    Value *an = arg(a, 1, "argnum", &asp);
+    Value *an = bi_arg(a, 1, "argnum", &asp);
     int64_t k = an ? ev_const_int(ev, *an, asp, "argnum") : 0;
     if (k < 0 || k > 255) ev_fail(ev, asp, "argnum %lld is out of range", (long long)k);
     Value g = {0};
@@ -451,7 +451,7 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
   // grad(expr, wrt): the gradient of a scalar expression w.r.t. a tensor in it.
   Node *y = ev_tensor(ev, f, sp, "grad's first argument (a function or a scalar expression)");
   Span wsp;
-  Node *w = ev_tensor(ev, need(ev, b, a, 1, "wrt", &wsp), wsp, "wrt");
+  Node *w = ev_tensor(ev, bi_need(ev, b, a, 1, "wrt", &wsp), wsp, "wrt");
   // Equal constants are one node, so a constant cannot name one use of itself:
   // wrt must depend on a parameter or an input (a computed value like W - lr*g is fine).
   int count, live = 0;
@@ -464,9 +464,6 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ev_grad(ev, y, w, sp, wsp, "a scalar expression; this has"));
 }
 
-static Value b_reserved(Ev *ev, const Builtin *b, Args *a) {
-  ev_fail(ev, a->span, "%s is reserved for the training milestone and is not available in this build yet", b->name);
-}
 
 // ---- the tables ---------------------------------------------------------------------
 static const Builtin named[] = {
@@ -490,9 +487,6 @@ static const Builtin named[] = {
   {"normal", b_random, 0, "normal(shape, mean=0, std=1, seed=, dtype=f32)"},
   {"uniform", b_random, 0, "uniform(shape, low=0, high=1, seed=, dtype=f32)"},
   {"grad", b_grad, 0, "grad(f, argnum=0) or grad(expr, wrt)"},
-  {"conv2d", b_reserved, 0, "conv2d(x, w, stride=1, pad=0)"},
-  {"maxpool2d", b_reserved, 0, "maxpool2d(x, k)"},
-  {"avgpool2d", b_reserved, 0, "avgpool2d(x, k)"},
 };
 
 // One entry per op-table row; leaves, movement and matmul have named builtins.
@@ -510,6 +504,8 @@ static const Builtin from_ops[OP_COUNT] = {
 const Builtin *builtin_find(const char *name) {
   for (size_t i = 0; i < sizeof named / sizeof *named; i++)
     if (!strcmp(named[i].name, name)) return &named[i];
+  const Builtin *nb = nn_builtin_find(name);
+  if (nb || (nb = data_builtin_find(name))) return nb;
   Op op = ir_op_by_name(name);
   if (op != OP_COUNT && from_ops[op].fn) return &from_ops[op];
   return NULL;

@@ -220,6 +220,7 @@ static Value binary(Ev *ev, int op, Value a, Value b, AstNode *e) {
 
 // ---- expressions ----------------------------------------------------------------
 static Value eval(Ev *ev, Env *env, AstNode *e);
+static Value call_user(Ev *ev, Func *f, Args *a);
 
 static Value eval_index(Ev *ev, Env *env, AstNode *e) {
   Node *x = ev_tensor(ev, eval(ev, env, e->lhs), e->lhs->span, "the indexed value");
@@ -265,6 +266,25 @@ static Value eval_index(Ev *ev, Env *env, AstNode *e) {
   return ev_tval(ev_check(ev, ir_reshape(ev->c, r, nkeep, keep), e->span));
 }
 
+// value.field: a data set's split (fmnist.train, fmnist.test).
+static Value eval_attr(Ev *ev, Env *env, AstNode *e) {
+  Value v = eval(ev, env, e->lhs);
+  if (v.kind != V_DATA) ev_fail(ev, e->name_span, "only data sets have fields (.train, .test)");
+  if (v.data->split != SPLIT_NONE) ev_fail(ev, e->name_span, "%s is already one split of a data set", v.data->name);
+  int split = !strcmp(e->str, "train") ? SPLIT_TRAIN : !strcmp(e->str, "test") ? SPLIT_TEST : SPLIT_NONE;
+  if (split == SPLIT_NONE) ev_fail(ev, e->name_span, "a data set has the splits .train and .test, not .%s", e->str);
+  DataSrc *d = arena_alloc(ev->arena, sizeof *d);
+  *d = *v.data;
+  d->split = split;
+  char name[256];
+  snprintf(name, sizeof name, "%s.%s", v.data->name ? v.data->name : "data", e->str);
+  d->name = arena_strdup(ev->arena, name);
+  v.data = d;
+  return v;
+}
+
+Value ev_eval_expr(Ev *ev, Env *env, AstNode *e) { return eval(ev, env, e); }
+
 static Value eval_call(Ev *ev, Env *env, AstNode *e) {
   Value callee = eval(ev, env, e->lhs);
   if (callee.kind != V_FUNC) ev_fail(ev, e->lhs->span, "this is not a function, so it cannot be called");
@@ -287,7 +307,8 @@ static Value eval_call(Ev *ev, Env *env, AstNode *e) {
   }
   Func *f = callee.fn;
   if (f->kind == FN_BUILTIN) return f->b->fn(ev, f->b, &a);
-  if (a.nkw) ev_fail(ev, a.kw_span[0], "keyword arguments are only for builtins; '%s' takes positional arguments", f->name ? f->name : "this function");
+  if (f->kind == FN_USER) return call_user(ev, f, &a);
+  if (a.nkw) ev_fail(ev, a.kw_span[0], "keyword arguments are not accepted by a grad function");
   return ev_call(ev, f, a.pos, a.npos, e->span);
 }
 
@@ -327,6 +348,7 @@ static Value eval(Ev *ev, Env *env, AstNode *e) {
   }
   case AST_CALL: return eval_call(ev, env, e);
   case AST_INDEX: return eval_index(ev, env, e);
+  case AST_ATTR: return eval_attr(ev, env, e);
   default: ev_fail(ev, e->span, "this is not an expression");
   }
 }
@@ -382,18 +404,82 @@ Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp) {
     for (int i = 0; i < nargs; i++) a.pos_span[i] = sp;
     return f->b->fn(ev, f->b, &a);
   }
+  Args a = {0};
+  a.pos = args; a.npos = nargs; a.span = sp;
+  return call_user(ev, f, &a);
+}
+
+// The scope a call's parameters are named in: "dense.2" for the second call
+// of dense in the enclosing scope, or the name given with name="...".
+static const char *call_scope(Ev *ev, const char *fname, const char *given) {
+  char key[512], full[600];
+  const char *parent = ev->scope ? ev->scope : "";
+  if (given) {
+    snprintf(full, sizeof full, "%s%s%s", parent, *parent ? "." : "", given);
+    return arena_strdup(ev->arena, full);
+  }
+  snprintf(key, sizeof key, "%s/%s", parent, fname ? fname : "fn");
+  int i = 0;
+  while (i < ev->nscopes && strcmp(ev->scopes[i].key, key)) i++;
+  if (i == ev->nscopes) {
+    ev->scopes = realloc(ev->scopes, sizeof *ev->scopes * (ev->nscopes + 1));
+    if (!ev->scopes) abort();
+    ev->scopes[ev->nscopes].key = arena_strdup(ev->arena, key);
+    ev->scopes[ev->nscopes++].n = 0;
+  }
+  snprintf(full, sizeof full, "%s%s%s.%d", parent, *parent ? "." : "", fname ? fname : "fn", ++ev->scopes[i].n);
+  return arena_strdup(ev->arena, full);
+}
+
+// A user function call: positional arguments, then keywords by parameter
+// name, then defaults (evaluated at the call, in the function's scope).
+// name="..." names the call's parameter scope unless the function has a
+// parameter called name.
+static Value call_user(Ev *ev, Func *f, Args *a) {
   AstNode *def = f->def;
-  if (nargs != def->nitems)
-    ev_fail(ev, sp, "%s takes %d argument%s, but %d %s given", f->name, def->nitems, def->nitems == 1 ? "" : "s", nargs,
-            nargs == 1 ? "was" : "were");
+  Span sp = a->span;
+  int np = def->nitems;
+  if (a->npos > np)
+    ev_fail(ev, sp, "%s takes %d argument%s, but %d %s given", f->name, np, np == 1 ? "" : "s", a->npos,
+            a->npos == 1 ? "was" : "were");
   if (ev->depth >= MAX_DEPTH) ev_fail(ev, sp, "calls nested more than %d deep (runaway recursion?)", MAX_DEPTH);
   // Tracing inlines every call: bound the total, or f(v) = g(v) + g(v) chains explode.
   if (++ev->calls > MAX_CALLS) ev_fail(ev, sp, "more than %d function calls while tracing one statement", MAX_CALLS);
   Env *local = env_new(ev, f->closure);
-  for (int i = 0; i < nargs; i++) env_set(ev, local, def->items[i]->str, args[i], def->items[i]->span);
+  Value *val = arena_alloc(ev->arena, sizeof(Value) * (np + 1));
+  char *have = arena_alloc(ev->arena, np + 1);
+  for (int i = 0; i < a->npos; i++) { val[i] = a->pos[i]; have[i] = 1; }
+  const char *given = NULL;
+  for (int k = 0; k < a->nkw; k++) {
+    int i = 0;
+    while (i < np && strcmp(def->items[i]->str, a->kw[k])) i++;
+    if (i == np && !strcmp(a->kw[k], "name")) {
+      if (a->kwv[k].kind != V_STR) ev_fail(ev, a->kw_span[k], "name= must be a string: the scope of this call's parameters");
+      given = a->kwv[k].s;
+      continue;
+    }
+    if (i == np) ev_fail(ev, a->kw_span[k], "%s has no parameter '%s'", f->name ? f->name : "this function", a->kw[k]);
+    if (have[i]) ev_fail(ev, a->kw_span[k], "%s: argument '%s' is given twice", f->name ? f->name : "this function", a->kw[k]);
+    val[i] = a->kwv[k]; have[i] = 1;
+  }
+  int required = 0;
+  while (required < np && def->items[required]->kind != AST_KWARG) required++;
+  if (!a->nkw && a->npos < required)
+    ev_fail(ev, sp, "%s takes %s%d argument%s, but %d %s given", f->name, required < np ? "at least " : "", required,
+            required == 1 ? "" : "s", a->npos, a->npos == 1 ? "was" : "were");
+  for (int i = 0; i < np; i++) {
+    if (have[i]) continue;
+    if (def->items[i]->kind != AST_KWARG)
+      ev_fail(ev, sp, "%s is missing its argument '%s'", f->name ? f->name : "this function", def->items[i]->str);
+    val[i] = eval(ev, local, def->items[i]->lhs);
+  }
+  for (int i = 0; i < np; i++) env_set(ev, local, def->items[i]->str, val[i], def->items[i]->span);
+  const char *outer = ev->scope;
+  ev->scope = call_scope(ev, f->name, given);
   ev->depth++;
   Value v = run_block(ev, local, def->body);
   ev->depth--;
+  ev->scope = outer;
   return v;
 }
 
@@ -404,7 +490,7 @@ static void check_bound(Ev *ev, Node *n, Span where) {
   Node **order = ir_topo(ev->c, &n, 1, &count);
   for (int i = 0; i < count; i++) {
     Node *x = order[i];
-    if (x->op == OP_INPUT && x->a.i[0] != ROLE_PARAM) {
+    if (x->op == OP_INPUT && x->a.i[0] != ROLE_PARAM && x->a.i[0] != ROLE_MODE) {
       const char *name = x->a.name;
       free(order);
       ev_fail(ev, where, "this depends on the input '%s', which has no value here (inputs are bound by training "
@@ -419,14 +505,42 @@ static void check_bound(Ev *ev, Node *n, Span where) {
   free(order);
 }
 
-static Program *program_for(Ev *ev, Node **outs, int nout, Node ***ins_out, int *nin_out, Span where) {
+Node *ev_training(Ev *ev) {
+  if (!ev->training) ev->training = ir_input(ev->c, "training", ROLE_MODE, DT_BOOL, 0, NULL);
+  return ev->training;
+}
+
+Node *ev_step(Ev *ev) {
+  if (!ev->step) ev->step = ir_input(ev->c, "step", ROLE_MODE, DT_I64, 0, NULL);
+  return ev->step;
+}
+
+Node *ev_in_mode(Ev *ev, Node *n, int training) {
+  Node *vars[2], *vals[2];
+  int k = 0;
+  if (ev->training) { vars[k] = ev->training; vals[k++] = ir_scalar(ev->c, DT_BOOL, training); }
+  if (ev->step) { vars[k] = ev->step; vals[k++] = ir_scalar(ev->c, DT_I64, 0); }
+  return k ? ir_substitute(ev->c, n, vars, vals, k) : n;
+}
+
+uint64_t ev_next_seed(Ev *ev) { return ev->seed * 1000003u + ++ev->rng_count; }
+
+static Program *program_for(Ev *ev, Node **key, int nout, Node ***ins_out, int *nin_out, Span where);
+Program *ev_program(Ev *ev, Node **outs, int nout, Node ***ins, int *nin, Span where) {
+  return program_for(ev, outs, nout, ins, nin, where);
+}
+
+static Program *program_for(Ev *ev, Node **key, int nout, Node ***ins_out, int *nin_out, Span where) {
   for (int i = 0; i < ev->nprogs; i++) {
     CachedProgram *cp = &ev->progs[i];
-    if (cp->nout == nout && !memcmp(cp->outs, outs, sizeof(Node *) * nout)) {
+    if (cp->nout == nout && !memcmp(cp->outs, key, sizeof(Node *) * nout)) {
       *ins_out = cp->ins; *nin_out = cp->nin;
       return cp->prog;
     }
   }
+  // Outside a training step the model runs in evaluation mode.
+  Node **outs = arena_alloc(ev->arena, sizeof(Node *) * (nout + 1));
+  for (int i = 0; i < nout; i++) outs[i] = ev_check(ev, ev_in_mode(ev, key[i], 0), where);
   int count;
   Node **order = ir_topo(ev->c, outs, nout, &count);
   Node **ins = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
@@ -434,7 +548,8 @@ static Program *program_for(Ev *ev, Node **outs, int nout, Node ***ins_out, int 
   for (int i = 0; i < count; i++)
     if (order[i]->op == OP_INPUT) ins[nin++] = order[i];
   free(order);
-  for (int i = 0; i < nout; i++) check_bound(ev, outs[i], where);   // only parameters have values here
+  if (!ev->binding_data)
+    for (int i = 0; i < nout; i++) check_bound(ev, outs[i], where);   // only parameters have values here
   IrGraph *g = ir_graph_new(ev->c, outs, nout, ins, nin);
   if ((ev->pipe.dump_after || ev->pipe.emit_c) && where.src)
     fprintf(ev->pipe.dump, "%s graph of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", where.src->name, where.line, where.col);
@@ -446,14 +561,21 @@ static Program *program_for(Ev *ev, Node **outs, int nout, Node ***ins_out, int 
   }
   ev->progs = realloc(ev->progs, sizeof(CachedProgram) * (ev->nprogs + 1));
   if (!ev->progs) abort();
-  ev->progs[ev->nprogs++] = (CachedProgram){g->outs, nout, ins, nin, pr};
+  Node **keep = arena_alloc(ev->arena, sizeof(Node *) * (nout + 1));
+  memcpy(keep, key, sizeof(Node *) * nout);
+  ev->progs[ev->nprogs++] = (CachedProgram){keep, nout, ins, nin, pr};
   *ins_out = ins; *nin_out = nin;
   return pr;
 }
 
-RtTensor *ev_param_value(Ev *ev, Node *n) {
-  for (int i = 0; i < ev->nparams; i++) if (ev->params[i].node == n) return &ev->params[i].value;
+Param *ev_param(Ev *ev, Node *n) {
+  for (int i = 0; i < ev->nparams; i++) if (ev->params[i].node == n) return &ev->params[i];
   return NULL;
+}
+
+RtTensor *ev_param_value(Ev *ev, Node *n) {
+  Param *p = ev_param(ev, n);
+  return p ? &p->value : NULL;
 }
 
 int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out) {
@@ -499,6 +621,7 @@ static char *plain_text(Value v) {
   case V_STR: return strdup(v.s);
   case V_DTYPE: return strdup(ir_dtype_name(v.dt));
   case V_FUNC: snprintf(buf, sizeof buf, "<function %s>", v.fn->name ? v.fn->name : "grad"); return strdup(buf);
+  case V_DATA: snprintf(buf, sizeof buf, "<data %s>", v.data->name ? v.data->name : v.data->kind); return strdup(buf);
   default: return strdup("");
   }
 }
@@ -581,7 +704,7 @@ static uint64_t name_seed(Ev *ev, const char *name) {
 }
 
 // The initializer's value as IR: named schemes, or any expression broadcast to the shape.
-static Node *param_init(Ev *ev, Env *env, AstNode *s, DType dt, int nd, Dim *shape) {
+static Node *param_init(Ev *ev, Env *env, AstNode *s, const char *name, DType dt, int nd, Dim *shape) {
   IrCtx *c = ev->c;
   AstNode *r = s->rhs;
   if (!r) return ir_broadcast(c, ir_scalar(c, dt, 0), nd, shape);
@@ -589,7 +712,7 @@ static Node *param_init(Ev *ev, Env *env, AstNode *s, DType dt, int nd, Dim *sha
   Value *shadow = scheme ? env_get(env, scheme) : NULL;
   double fin, fout;
   fans(nd, shape, &fin, &fout);
-  uint64_t seed = name_seed(ev, s->str);
+  uint64_t seed = name_seed(ev, name);
   if (scheme && !shadow && (!strcmp(scheme, "glorot") || !strcmp(scheme, "he") || !strcmp(scheme, "lecun"))) {
     if (r->kind == AST_CALL && r->nitems) ev_fail(ev, r->span, "%s takes no arguments", scheme);
     if (!ir_is_float(dt)) ev_fail(ev, s->type_span, "%s initializes float parameters only", scheme);
@@ -617,9 +740,13 @@ static Node *param_init(Ev *ev, Env *env, AstNode *s, DType dt, int nd, Dim *sha
 
 static void exec_param(Ev *ev, Env *env, AstNode *s) {
   DType dt = parse_dtype(ev, s);
+  // Inside a layer call the parameter is named after the call: dense.1.W.
+  char full[700];
+  snprintf(full, sizeof full, "%s%s%s", ev->scope ? ev->scope : "", ev->scope ? "." : "", s->str);
+  const char *name = arena_strdup(ev->arena, full);
   int nd; Dim shape[IR_MAXDIM];
   parse_shape(ev, env, s, 0, &nd, shape);
-  Node *init = ev_check(ev, param_init(ev, env, s, dt, nd, shape), s->rhs ? s->rhs->span : s->span);
+  Node *init = ev_check(ev, param_init(ev, env, s, name, dt, nd, shape), s->rhs ? s->rhs->span : s->span);
   RtTensor value;
   // Initializers always run, also while `kiln ir` or `emit-c` shows the graphs.
   const char *after = ev->pipe.dump_after;
@@ -630,10 +757,10 @@ static void exec_param(Ev *ev, Env *env, AstNode *s) {
   ev->pipe.dump_after = after;
   ev->pipe.emit_c = emit;
   if (rc) return;
-  Node *p = ev_check(ev, ir_input(ev->c, s->str, ROLE_PARAM, dt, nd, shape), s->span);
+  Node *p = ev_check(ev, ir_input(ev->c, name, ROLE_PARAM, dt, nd, shape), s->span);
   ev->params = realloc(ev->params, sizeof(Param) * (ev->nparams + 1));
   if (!ev->params) abort();
-  ev->params[ev->nparams++] = (Param){p, value};
+  ev->params[ev->nparams++] = (Param){p, value, s->op};
   env_set(ev, env, s->str, ev_tval(p), s->name_span);
 }
 
@@ -697,7 +824,11 @@ static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
     DType dt = parse_dtype(ev, s);
     int nd; Dim shape[IR_MAXDIM];
     parse_shape(ev, env, s, 1, &nd, shape);
-    env_set(ev, env, s->str, ev_tval(ev_check(ev, ir_input(ev->c, s->str, ROLE_INPUT, dt, nd, shape), s->span)), s->name_span);
+    Node *in = ev_check(ev, ir_input(ev->c, s->str, ROLE_INPUT, dt, nd, shape), s->span);
+    ev->inputs = realloc(ev->inputs, sizeof(Node *) * (ev->ninputs + 1));
+    if (!ev->inputs) abort();
+    ev->inputs[ev->ninputs++] = in;
+    env_set(ev, env, s->str, ev_tval(in), s->name_span);
     return none;
   }
   case AST_PARAM: exec_param(ev, env, s); return none;
@@ -712,8 +843,11 @@ static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
   case AST_ASSIGN: env_set(ev, env, s->str, eval(ev, env, s->rhs), s->name_span); return none;
   case AST_IMPORT: exec_import(ev, s); return none;
   case AST_EXPR_STMT: return eval(ev, env, s->lhs);
-  case AST_RESERVED:
-    ev_fail(ev, s->span, "'%s' statements are reserved for training support, which this build does not have yet", s->reserved_kw);
+  case AST_DATA: env_set(ev, env, s->str, ev_data_value(ev, env, s), s->name_span); return none;
+  case AST_TRAIN: ev_exec_train(ev, s); return none;
+  case AST_EVALUATE: ev_exec_evaluate(ev, s); return none;
+  case AST_SAVE: ev_exec_save(ev, s); return none;
+  case AST_LOAD: ev_exec_load(ev, s); return none;
   default: ev_fail(ev, s->span, "this statement cannot run here");
   }
 }
@@ -768,9 +902,13 @@ void ev_free(Ev *ev) {
   if (!ev) return;
   for (int i = 0; i < ev->nparams; i++) rt_tensor_free(&ev->params[i].value);
   for (int i = 0; i < ev->nprogs; i++) prog_free(ev->progs[i].prog);
+  ev_train_free(ev);
   free(ev->params);
   free(ev->progs);
   free(ev->imports);
+  free(ev->inputs);
+  free(ev->scopes);
+  free(ev->updates);
   if (ev->pipe.jit) jit_free(ev->pipe.jit);
   if (ev->pipe.rt) rt_free_ctx(ev->pipe.rt);
   ir_ctx_free(ev->c);
@@ -795,6 +933,9 @@ int ev_run(Ev *ev, const char *name, const char *text) {
     AstNode *s = prog->items[i];
     if (setjmp(jb)) { rc = -1; ev->depth = 0; break; }
     ev->calls = 0;
+    ev->next_eval = NULL;
+    for (int j = i + 1; s->kind == AST_TRAIN && j < prog->nitems && prog->items[j]->kind != AST_TRAIN; j++)
+      if (prog->items[j]->kind == AST_EVALUATE) { ev->next_eval = prog->items[j]; break; }
     Value v = exec_stmt(ev, ev->globals, s);
     if (ev->echo && s->kind == AST_EXPR_STMT) echo_value(ev, v, s->span);
   }

@@ -17,7 +17,18 @@ typedef struct Value Value;
 typedef struct Func Func;
 typedef struct Env Env;
 
-typedef enum { V_NONE, V_TENSOR, V_FUNC, V_DTYPE, V_STR, V_LIST } VKind;
+typedef enum { V_NONE, V_TENSOR, V_FUNC, V_DTYPE, V_STR, V_LIST, V_DATA } VKind;
+
+// A data source (`data fmnist = idx(...)`) and, after `.train`/`.test`, one split.
+enum { SPLIT_NONE = -1, SPLIT_TRAIN, SPLIT_TEST, NSPLITS };
+typedef struct {
+  const char *kind;            // "idx", "cifar10", "csv", "npy"
+  const char *dir;             // a directory in the format's standard layout, or NULL
+  const char *files[NSPLITS][8]; int nfiles[NSPLITS];   // files given per split
+  int normalize, label, header;
+  int split;                   // SPLIT_NONE until chosen (training then reads the train split)
+  const char *name;            // for messages: "fmnist.train"
+} DataSrc;
 
 struct Value {
   VKind kind;
@@ -28,6 +39,7 @@ struct Value {
   const char *s;     // V_STR
   Value *items;      // V_LIST
   int n;
+  DataSrc *data;     // V_DATA
 };
 
 typedef struct Builtin Builtin;
@@ -44,8 +56,20 @@ struct Func {
 typedef struct { const char *name; Value v; Span span; } Binding;
 struct Env { Env *parent; Binding *b; int n, cap; };
 
-// A parameter's current value lives here, outside the IR.
-typedef struct { Node *node; RtTensor value; } Param;
+// A parameter's current value lives here, outside the IR. State (batch-norm
+// statistics) is saved with the parameters but not trained.
+typedef struct { Node *node; RtTensor value; int state; } Param;
+
+// Training settings the command line overrides (0 / NULL: not given).
+typedef struct {
+  int epochs, batch, seed_set;
+  double lr;
+  uint64_t seed;
+  const char *log, *plot, *resume, *checkpoint;
+  int progress;              // -1: a bar when stderr is a terminal; 0: lines; 1: bar
+} TrainOpts;
+
+typedef struct Trainer Trainer;   // train.c: optimizer state, loaded data sets
 
 // A compiled graph kept for reuse within the session, keyed by its output.
 typedef struct { Node **outs; int nout; Node **ins; int nin; Program *prog; } CachedProgram;
@@ -69,6 +93,16 @@ typedef struct Ev {
   const char *lib_dir;
   struct { const char *path; int running; } *imports;   // files imported so far
   int nimports;
+  Node **inputs; int ninputs;            // declared inputs, in declaration order
+  Node *training, *step;                 // mode inputs, replaced when a graph compiles
+  const char *scope;                     // parameter-name prefix inside layer calls
+  struct { const char *key; int n; } *scopes; int nscopes;   // calls per scope and function
+  struct { Node *state, *value; } *updates; int nupdates;    // state updates a training step makes
+  TrainOpts topts;
+  Trainer *tr;
+  AstNode *next_eval;                    // the evaluate statement after the running train
+  int interrupted;                       // Ctrl-C stopped training (exit status 130)
+  int binding_data;                      // compiling for evaluate: inputs get data
 } Ev;
 
 Ev *ev_new(FILE *out, Diag *diag);
@@ -83,6 +117,25 @@ int ev_compute(Ev *ev, Node *n, Span where, RtTensor *out);
 int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out);
 Value *ev_lookup(Ev *ev, const char *name);
 RtTensor *ev_param_value(Ev *ev, Node *param);   // a parameter's current value
+Param *ev_param(Ev *ev, Node *param);             // its record, NULL if n is not a parameter
+// The mode inputs: `training` (bool, true in a training step) and `step`
+// (i64, the step number, salting dropout's random stream).
+Node *ev_training(Ev *ev);
+Node *ev_step(Ev *ev);
+// n with the modes fixed: training or not, step 0 (what printing computes).
+Node *ev_in_mode(Ev *ev, Node *n, int training);
+// A fresh stream number for an unseeded random tensor.
+uint64_t ev_next_seed(Ev *ev);
+// Statements of train.c
+Value ev_data_value(Ev *ev, Env *env, AstNode *s);
+void ev_exec_train(Ev *ev, AstNode *s);
+void ev_exec_evaluate(Ev *ev, AstNode *s);
+void ev_exec_save(Ev *ev, AstNode *s);
+void ev_exec_load(Ev *ev, AstNode *s);
+Value ev_eval_expr(Ev *ev, Env *env, AstNode *e);
+// The compiled graph for outs in evaluation mode (cached), its inputs in call order.
+Program *ev_program(Ev *ev, Node **outs, int nout, Node ***ins, int *nin, Span where);
+void ev_train_free(Ev *ev);
 // Start the JIT and the thread pool (threads <= 0: all cores). 0, or -1 with a message.
 int ev_start(Ev *ev, int threads, char *err, size_t errlen);
 char *ev_read_file(const char *path, size_t *len);

@@ -6,17 +6,23 @@
 // The grammar, as implemented (NEWLINE is a token except inside ( ) and [ ]):
 //
 //   program   = (stmt? (NEWLINE | ";"))*
-//   stmt      = print | decl | fndef | shortfn | assign | import | reserved | exprstmt
+//   stmt      = print | decl | fndef | shortfn | assign | import | data | train
+//             | evaluate | save | load | exprstmt
 //   print     = "print" expr ("," expr)* | "print" "(" expr ("," expr)* ")"
-//   decl      = "input" IDENT ":" type | "param" IDENT ":" type ("=" expr)?
+//   decl      = "input" IDENT ":" type | ("param" | "state") IDENT ":" type ("=" expr)?
+//               ("state" is a keyword only in this position)
 //   fndef     = "fn" IDENT params NEWLINE* block
 //   shortfn   = IDENT params "=" expr                  (found by looking past ")")
 //   assign    = IDENT "=" expr
 //   import    = "import" STRING
-//   reserved  = ("train" | "evaluate" | "save" | "load" | "data") token*
+//   data      = "data" IDENT "=" expr
+//   train     = "train" expr "on" expr "with" expr ("," kwarg)*
+//   evaluate  = "evaluate" expr ("," expr)* "on" expr ("," kwarg)*
+//   save      = "save" expr          load = "load" expr
 //   exprstmt  = "return"? expr                         (return: last in a body)
 //   block     = "{" (stmt? (NEWLINE | ";"))* "}"       (ends with an exprstmt)
-//   params    = "(" (IDENT ("," IDENT)* ","?)? ")"
+//   params    = "(" (param ("," param)* ","?)? ")"   param = IDENT ("=" expr)?
+//               (parameters with defaults come last)
 //   type      = IDENT ("[" (dim ("," dim)*)? "]")?
 //   dim       = "-"? INT | IDENT
 //   expr      = or
@@ -28,14 +34,14 @@
 //   mul       = unary (("*" | "/" | "@") unary)*
 //   unary     = ("-" | "+") unary | power
 //   power     = postfix ("^" unary)?
-//   postfix   = primary (call | subscript)*
+//   postfix   = primary (call | subscript | "." IDENT)*
 //   call      = "(" (arg ("," arg)* ","?)? ")"         arg = (IDENT "=")? expr
 //   subscript = "[" index ("," index)* "]"
 //   index     = expr | expr? ":" expr? (":" expr?)?
 //   primary   = NUMBER | STRING | "true" | "false" | IDENT | "(" expr ")" | list
 //   list      = "[" (expr ("," expr)* ","?)? "]"
 //
-// input, param, import and reserved statements are top-level only.
+// input, import, data, train, evaluate, save and load are top-level only.
 #include "parse.h"
 #include <limits.h>
 #include <stdarg.h>
@@ -269,6 +275,7 @@ static AstNode *seal(Parser *p, AstNode *n) {
   int m = max_height(kids, 6, 0);
   m = max_height(n->items, n->nitems, m);
   m = max_height(n->dims, n->ndims, m);
+  m = max_height(n->opts, n->nopts, m);
   n->height = m + 1;
   if (n->height > AST_MAX_HEIGHT) {
     error_at(p, n->span, "expression is nested too deeply");
@@ -479,7 +486,23 @@ static AstNode *subscript(Parser *p, AstNode *base) {
   return seal(p, n);
 }
 
-// postfix = primary (call | subscript)*
+// "." IDENT: a field of a value (a data set's split: fmnist.train)
+static AstNode *attr(Parser *p, AstNode *base) {
+  advance(p);  // "."
+  // Keywords are field names here too: fmnist.train
+  Token *name = peek(p)->kind >= TOK_FIRST_KEYWORD ? advance(p) : expect_name(p, "a field name after '.'");
+  if (!name)
+    return NULL;
+  AstNode *n = new_node(p, AST_ATTR, from(p, base->span));
+  if (!n)
+    return NULL;
+  n->lhs = base;
+  n->str = name->kind == TOK_IDENT ? name->str : (char *)tok_spelling(name->kind);
+  n->name_span = name->span;
+  return seal(p, n);
+}
+
+// postfix = primary (call | subscript | "." IDENT)*
 static AstNode *postfix(Parser *p) {
   AstNode *n = primary(p);
   while (n) {
@@ -487,6 +510,8 @@ static AstNode *postfix(Parser *p) {
       n = call(p, n);
     else if (at(p, TOK_LBRACK))
       n = subscript(p, n);
+    else if (at(p, TOK_DOT))
+      n = attr(p, n);
     else
       break;
   }
@@ -617,12 +642,14 @@ static AstNode *expr(Parser *p) {
 
 // ---- statements ---------------------------------------------------------------
 
-// params = "(" (IDENT ("," IDENT)* ","?)? ")"
+// params = "(" (param ("," param)* ","?)? ")"     param = IDENT ("=" expr)?
+// A parameter with a default is an AST_KWARG (str, lhs = the default).
 static int params(Parser *p, AstNode *fn) {
   Token *open = expect(p, TOK_LPAREN);
   if (!open)
     return 0;
   NodeVec v = {0};
+  int defaults = 0;
   while (!at(p, TOK_RPAREN)) {
     Token *t = expect_name(p, "a parameter name");
     if (!t)
@@ -632,7 +659,17 @@ static int params(Parser *p, AstNode *fn) {
         error_at(p, t->span, "duplicate parameter '%s'", t->str);
         return 0;
       }
-    AstNode *n = new_name(p, t);
+    AstNode *n;
+    if (at(p, TOK_ASSIGN)) {
+      p->pos--;
+      n = kwarg(p);
+      defaults = 1;
+    } else if (defaults) {
+      error_at(p, t->span, "parameter '%s' needs a default value: it follows a parameter that has one", t->str);
+      return 0;
+    } else {
+      n = new_name(p, t);
+    }
     if (!n || !push(p, &v, n))
       return 0;
     if (!consume(p, TOK_COMMA))
@@ -770,10 +807,12 @@ static int type(Parser *p, AstNode *decl) {
   return 1;
 }
 
-// decl = "input" IDENT ":" type | "param" IDENT ":" type ("=" expr)?
+// decl = "input" IDENT ":" type | ("param" | "state") IDENT ":" type ("=" expr)?
 static AstNode *decl_stmt(Parser *p) {
   Token *kw = advance(p);
   AstNode *n = new_node(p, kw->kind == TOK_INPUT ? AST_INPUT : AST_PARAM, kw->span);
+  if (n && kw->kind == TOK_IDENT)
+    n->op = 1;   // state: kept and saved, not trained
   Token *name = n ? expect_name(p, "a name") : NULL;
   if (!name)
     return NULL;
@@ -827,34 +866,77 @@ static AstNode *import_stmt(Parser *p) {
   return n;
 }
 
-// reserved = ("train" | "evaluate" | "save" | "load" | "data") token*
-// Kept raw until these statements exist, so a later stage can say
-// "not supported yet" at the right place.
-static AstNode *reserved_stmt(Parser *p) {
-  Token *kw = advance(p);
-  Token *first = peek(p);
-  while (!at(p, TOK_NEWLINE) && !at(p, TOK_SEMI) && !at(p, TOK_EOF)) {
-    if (at(p, TOK_ERROR)) {
-      unexpected(p);
-      return NULL;
+// ("," kwarg)*: options after a train or evaluate statement.
+static int options(Parser *p, AstNode *n) {
+  NodeVec v = {0};
+  while (consume(p, TOK_COMMA)) {
+    if (!(at(p, TOK_IDENT) && peek_at(p, 1)->kind == TOK_ASSIGN)) {
+      expected(p, "an option (name = value)");
+      return 0;
     }
-    advance(p);
+    AstNode *o = kwarg(p);
+    if (!o || !push(p, &v, o))
+      return 0;
   }
-  AstNode *n = new_node(p, AST_RESERVED, from(p, kw->span));
+  n->opts = v.v;
+  n->nopts = v.n;
+  return 1;
+}
+
+// data = "data" IDENT "=" expr
+static AstNode *data_stmt(Parser *p) {
+  Token *kw = advance(p);
+  Token *name = expect_name(p, "the data set's name");
+  if (!name || !expect(p, TOK_ASSIGN))
+    return NULL;
+  AstNode *n = new_node(p, AST_DATA, kw->span);
+  if (!n || !(n->rhs = expr(p)))
+    return NULL;
+  n->str = name->str;
+  n->name_span = name->span;
+  n->span = from(p, kw->span);
+  return seal(p, n);
+}
+
+// train = "train" expr "on" expr "with" expr ("," kwarg)*
+static AstNode *train_stmt(Parser *p) {
+  Token *kw = advance(p);
+  AstNode *n = new_node(p, AST_TRAIN, kw->span);
+  if (!n || !(n->lhs = expr(p)) || !expect(p, TOK_ON) || !(n->rhs = expr(p)) || !expect(p, TOK_WITH) ||
+      !(n->start = expr(p)) || !options(p, n))
+    return NULL;
+  n->span = from(p, kw->span);
+  return seal(p, n);
+}
+
+// evaluate = "evaluate" expr ("," expr)* "on" expr ("," kwarg)*
+static AstNode *evaluate_stmt(Parser *p) {
+  Token *kw = advance(p);
+  AstNode *n = new_node(p, AST_EVALUATE, kw->span);
+  NodeVec v = {0};
   if (!n)
     return NULL;
-  n->reserved_kw = kw->str;
-  int off = first->span.off, len = 0;
-  if (prev(p) != kw)
-    len = prev(p)->span.off + prev(p)->span.len - off;
-  char *raw = arena_alloc(p->a, (size_t)len + 1);
-  if (!raw) {
-    p->oom = 1;
+  do {
+    AstNode *e = expr(p);
+    if (!e || !push(p, &v, e))
+      return NULL;
+  } while (consume(p, TOK_COMMA));
+  n->items = v.v;
+  n->nitems = v.n;
+  if (!expect(p, TOK_ON) || !(n->rhs = expr(p)) || !options(p, n))
     return NULL;
-  }
-  memcpy(raw, p->src->text + off, (size_t)len);
-  n->str = raw;
-  return n;
+  n->span = from(p, kw->span);
+  return seal(p, n);
+}
+
+// save = "save" expr      load = "load" expr
+static AstNode *save_load_stmt(Parser *p) {
+  Token *kw = advance(p);
+  AstNode *n = new_node(p, kw->kind == TOK_SAVE ? AST_SAVE : AST_LOAD, kw->span);
+  if (!n || !(n->lhs = expr(p)))
+    return NULL;
+  n->span = from(p, kw->span);
+  return seal(p, n);
 }
 
 // assign = IDENT "=" expr
@@ -913,15 +995,24 @@ static AstNode *stmt(Parser *p) {
   case TOK_PRINT:
     return print_stmt(p);
   case TOK_INPUT:
-  case TOK_PARAM:
     return top_level_only(p) ? decl_stmt(p) : NULL;
+  case TOK_PARAM:
+    return decl_stmt(p);
   case TOK_FN:
     return fn_stmt(p);
   case TOK_IMPORT:
     return top_level_only(p) ? import_stmt(p) : NULL;
-  case TOK_TRAIN: case TOK_EVALUATE: case TOK_SAVE: case TOK_LOAD: case TOK_DATA:
-    return top_level_only(p) ? reserved_stmt(p) : NULL;
+  case TOK_DATA:
+    return top_level_only(p) ? data_stmt(p) : NULL;
+  case TOK_TRAIN:
+    return top_level_only(p) ? train_stmt(p) : NULL;
+  case TOK_EVALUATE:
+    return top_level_only(p) ? evaluate_stmt(p) : NULL;
+  case TOK_SAVE: case TOK_LOAD:
+    return top_level_only(p) ? save_load_stmt(p) : NULL;
   case TOK_IDENT:
+    if (!strcmp(peek(p)->str, "state") && peek_at(p, 1)->kind == TOK_IDENT && peek_at(p, 2)->kind == TOK_COLON)
+      return decl_stmt(p);
     if (peek_at(p, 1)->kind == TOK_ASSIGN)
       return assign_stmt(p);
     if (peek_at(p, 1)->kind == TOK_LPAREN) {

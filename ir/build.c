@@ -432,3 +432,94 @@ Node *ir_sce(IrCtx *c, Node *logits, Node *labels) {
   Node *src[2] = {logits, labels};
   return mk(c, &n, src, 2);
 }
+
+// ---- salted random numbers, windows, gathers ----------------------------------------
+Node *ir_rng_salted(IrCtx *c, DType t, int ndim, const Dim *shape, uint64_t seed, int normal, Node *salt) {
+  if (!ir_is_float(t)) return fail(c, "random tensors must have a float dtype");
+  if (salt->ndim || ir_is_float(salt->dtype) || salt->dtype == DT_BOOL) return fail(c, "a random stream's salt must be an integer scalar");
+  Node n = proto(OP_RNG, t, ndim, shape);
+  n.a.u = seed;
+  n.a.i[0] = normal;
+  return mk(c, &n, &salt, 1);
+}
+
+static int concrete_dim(Dim d) { return !d.sym || !d.k; }
+
+// Output size of a window over n elements: floor((n + pads - span) / stride) + 1.
+static int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {
+  int64_t span = d * (k - 1) + 1, room = n + p0 + p1 - span;
+  return room < 0 ? -1 : room / s + 1;
+}
+
+static const char *check_window(const int64_t *w) {
+  for (int i = 0; i < 2; i++) {
+    if (w[i] < 1) return "the kernel size must be at least 1";
+    if (w[2 + i] < 1) return "the stride must be at least 1";
+    if (w[4 + i] < 0) return "padding cannot be negative";
+    if (w[6 + i] < 1) return "the dilation must be at least 1";
+  }
+  return NULL;
+}
+
+Node *ir_im2col(IrCtx *c, Node *x, const int64_t *win, const int64_t *pad_end) {
+  char b[128];
+  if (x->ndim != 4) return fail(c, "expected a [N, C, H, W] tensor, got %s", shp(c, x, b));
+  for (int d = 1; d < 4; d++)
+    if (!concrete_dim(x->shape[d])) return fail(c, "channels, height and width must be known sizes, got %s", shp(c, x, b));
+  const char *why = check_window(win);
+  if (why) return fail(c, "%s", why);
+  if (pad_end[0] < 0 || pad_end[1] < 0) return fail(c, "padding cannot be negative");
+  int64_t oh = window_out(x->shape[2].k, win[0], win[2], win[4], pad_end[0], win[6]);
+  int64_t ow = window_out(x->shape[3].k, win[1], win[3], win[5], pad_end[1], win[7]);
+  if (oh < 1 || ow < 1)
+    return fail(c, "a %lldx%lld window does not fit in %s with this padding and dilation", (long long)win[0], (long long)win[1], shp(c, x, b));
+  Dim s[6] = {x->shape[0], dim_c(oh), dim_c(ow), x->shape[1], dim_c(win[0]), dim_c(win[1])};
+  Node n = proto(OP_IM2COL, x->dtype, 6, s);
+  memcpy(n.a.i, win, 9 * sizeof(int64_t));
+  return mk(c, &n, &x, 1);
+}
+
+Node *ir_col2im(IrCtx *c, Node *cols, const int64_t *win, int64_t h, int64_t w) {
+  char b[128];
+  if (cols->ndim != 6 || !dim_is(cols->shape[4], win[0]) || !dim_is(cols->shape[5], win[1]))
+    return fail(c, "col2im: expected [N, OH, OW, C, %lld, %lld] columns, got %s", (long long)win[0], (long long)win[1], shp(c, cols, b));
+  const char *why = check_window(win);
+  if (why) return fail(c, "%s", why);
+  Dim s[4] = {cols->shape[0], cols->shape[3], dim_c(h), dim_c(w)};
+  Node n = proto(OP_COL2IM, cols->dtype, 4, s);
+  memcpy(n.a.i, win, 9 * sizeof(int64_t));
+  return mk(c, &n, &cols, 1);
+}
+
+Node *ir_gather(IrCtx *c, Node *table, Node *idx) {
+  char b[128];
+  if (table->ndim < 1) return fail(c, "gather: the table must have rank 1 or more");
+  if (ir_is_float(idx->dtype) || idx->dtype == DT_BOOL) return fail(c, "gather: indices must be integers (i32 or i64), got %s", ir_dtype_name(idx->dtype));
+  if (idx->ndim + table->ndim - 1 > IR_MAXDIM) return fail(c, "gather: the result would have more than %d axes", IR_MAXDIM);
+  if (!concrete_dim(table->shape[0])) return fail(c, "gather: the table's first axis must be a known size, got %s", shp(c, table, b));
+  Dim s[IR_MAXDIM];
+  memcpy(s, idx->shape, sizeof(Dim) * idx->ndim);
+  memcpy(s + idx->ndim, table->shape + 1, sizeof(Dim) * (table->ndim - 1));
+  Node n = proto(OP_GATHER, table->dtype, idx->ndim + table->ndim - 1, s);
+  Node *src[2] = {table, idx};
+  return mk(c, &n, src, 2);
+}
+
+Node *ir_scatter_add(IrCtx *c, Node *src_, Node *idx, Dim rows) {
+  char b[128], b2[128];
+  if (ir_is_float(idx->dtype) || idx->dtype == DT_BOOL) return fail(c, "scatter_add: indices must be integers (i32 or i64), got %s", ir_dtype_name(idx->dtype));
+  if (!concrete_dim(rows) || rows.k < 0) return fail(c, "scatter_add: the number of rows must be a known size");
+  if (src_->ndim < idx->ndim) return fail(c, "scatter_add: values %s do not start with the indices' shape %s", shp(c, src_, b), shp(c, idx, b2));
+  for (int d = 0; d < idx->ndim; d++)
+    if (!dim_eq(src_->shape[d], idx->shape[d])) return fail(c, "scatter_add: values %s do not start with the indices' shape %s", shp(c, src_, b), shp(c, idx, b2));
+  int nd = 1 + src_->ndim - idx->ndim;
+  Dim s[IR_MAXDIM];
+  s[0] = rows;
+  for (int d = idx->ndim; d < src_->ndim; d++) {
+    if (!concrete_dim(src_->shape[d])) return fail(c, "scatter_add: the row shape must be known sizes, got %s", shp(c, src_, b));
+    s[1 + d - idx->ndim] = src_->shape[d];
+  }
+  Node n = proto(OP_SCATTER_ADD, src_->dtype, nd, s);
+  Node *src[2] = {src_, idx};
+  return mk(c, &n, src, 2);
+}

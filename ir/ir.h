@@ -27,7 +27,7 @@ typedef enum {
   OP_COUNT
 } Op;
 
-typedef enum { K_LEAF, K_EW, K_REDUCE, K_MOVE, K_MATMUL, K_ROW } OpKind;
+typedef enum { K_LEAF, K_EW, K_REDUCE, K_MOVE, K_MATMUL, K_ROW, K_SCATTER } OpKind;
 enum { F_COMM = 1, F_ASSOC = 2, F_DIFF = 4, F_BOOL = 8, F_FLOAT = 16, F_LOGIC = 32, F_SPECIAL = 64 };
 
 typedef struct {
@@ -58,7 +58,8 @@ static inline int dim_eq(Dim a, Dim b) { return a.k == b.k && (a.sym == b.sym ||
 static inline int dim_is(Dim a, int64_t k) { return a.sym == 0 && a.k == k; }
 
 // ---- nodes ------------------------------------------------------------------
-enum { ROLE_INPUT, ROLE_PARAM, ROLE_VAR };   // INPUT node roles (VAR: autodiff's placeholders)
+enum { ROLE_INPUT, ROLE_PARAM, ROLE_VAR, ROLE_MODE };   // INPUT roles (VAR: autodiff's placeholders;
+                                                       // MODE: the training flag and step number)
 
 typedef struct {
   int64_t i[3 * IR_MAXDIM];  // per-op integers, see ops.def
@@ -120,6 +121,14 @@ Node *ir_concat(IrCtx *c, Node **srcs, int n, int axis);
 Node *ir_matmul(IrCtx *c, Node *a, Node *b);          // NumPy matmul rules (1-D, batch broadcast)
 Node *ir_row(IrCtx *c, Op op, Node *a, int axis);     // softmax, log_softmax, logsumexp (axis removed)
 Node *ir_sce(IrCtx *c, Node *logits, Node *labels);   // softmax cross-entropy over the last axis
+// RNG whose stream also depends on the integer scalar `salt`, read when the graph runs.
+Node *ir_rng_salted(IrCtx *c, DType t, int ndim, const Dim *shape, uint64_t seed, int normal, Node *salt);
+// Sliding windows of a [N, C, H, W] tensor (see ops.def): win = {kh, kw, sh, sw,
+// pad top, pad left, dh, dw, fill}; pad_end = {bottom, right}.
+Node *ir_im2col(IrCtx *c, Node *x, const int64_t *win, const int64_t *pad_end);
+Node *ir_col2im(IrCtx *c, Node *cols, const int64_t *win, int64_t h, int64_t w);   // the adjoint
+Node *ir_gather(IrCtx *c, Node *table, Node *idx);                  // table[idx]: idx.shape + table.shape[1:]
+Node *ir_scatter_add(IrCtx *c, Node *src, Node *idx, Dim rows);     // the adjoint: [rows] + src.shape[idx.ndim:]
 // Intern a node described by t (shape, operands, attributes); the one constructor.
 Node *ir_intern(IrCtx *c, const Node *t);
 // Rebuild `proto` with new operands of the same shapes and dtypes (passes use it).

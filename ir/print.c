@@ -65,7 +65,7 @@ static void print_attrs(FILE *f, const IrCtx *c, const Node *n) {
   switch (n->op) {
   case OP_CONST: print_const(f, n); break;
   case OP_INPUT:
-    fprintf(f, " \"%s\" %s", n->a.name ? n->a.name : "", n->a.i[0] == ROLE_PARAM ? "param" : n->a.i[0] == ROLE_VAR ? "var" : "input");
+    fprintf(f, " \"%s\" %s", n->a.name ? n->a.name : "", n->a.i[0] == ROLE_PARAM ? "param" : n->a.i[0] == ROLE_VAR ? "var" : n->a.i[0] == ROLE_MODE ? "mode" : "input");
     break;
   case OP_IOTA: fprintf(f, " axis=%" PRId64, n->a.i[0]); break;
   case OP_RNG: fprintf(f, " %s seed=%" PRIu64, n->a.i[0] ? "normal" : "uniform", n->a.u); break;
@@ -76,6 +76,11 @@ static void print_attrs(FILE *f, const IrCtx *c, const Node *n) {
     print_ints(f, "step", n->a.i + IR_MAXDIM, n->ndim);
     break;
   case OP_CONCAT: fprintf(f, " axis=%" PRId64, n->a.i[0]); break;
+  case OP_IM2COL: case OP_COL2IM:
+    fprintf(f, " kernel=%" PRId64 "x%" PRId64 " stride=%" PRId64 "x%" PRId64 " pad=%" PRId64 "x%" PRId64
+            " dilation=%" PRId64 "x%" PRId64 "%s", n->a.i[0], n->a.i[1], n->a.i[2], n->a.i[3], n->a.i[4],
+            n->a.i[5], n->a.i[6], n->a.i[7], n->a.i[8] ? " fill=-inf" : "");
+    break;
   default: break;
   }
 }

@@ -16,7 +16,7 @@ int sched_view_base(const Schedule *s, Node *n, Node **base) {
   }
 }
 
-static const char *kind_name[] = {"elementwise", "reduce", "matmul", "row"};
+static const char *kind_name[] = {"elementwise", "reduce", "matmul", "row", "scatter"};
 static const char *buf_kind[] = {"in", "const", "out", "tmp"};
 
 void sched_print(FILE *f, const Schedule *s) {

@@ -5,7 +5,7 @@
 #define KILN_SCHED_H
 #include "ir.h"
 
-typedef enum { KS_EW, KS_REDUCE, KS_MATMUL, KS_ROW } KernelKind;
+typedef enum { KS_EW, KS_REDUCE, KS_MATMUL, KS_ROW, KS_SCATTER } KernelKind;
 typedef enum { BUF_INPUT, BUF_CONST, BUF_OUTPUT, BUF_TEMP } BufKind;
 typedef enum { MM_LOOPS } MatmulStrategy;   // more lowerings join here (BLIS, ...)
 

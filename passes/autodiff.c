@@ -236,6 +236,34 @@ static Node *grad_CONCAT(GradCtx *g, Node *n, Node *adj, int i) {
   return ir_slice(g->c, adj, start, count, step);
 }
 
+// IM2COL and COL2IM are each other's adjoints: a window position's gradient
+// is summed back into the pixel it read (positions in the padding read none).
+static Node *grad_IM2COL(GradCtx *g, Node *n, Node *adj, int i) {
+  Node *x = n->src[0];
+  return ir_col2im(g->c, adj, n->a.i, x->shape[2].k, x->shape[3].k);
+}
+static Node *grad_COL2IM(GradCtx *g, Node *n, Node *adj, int i) {
+  Node *cols = n->src[0];
+  int64_t win[9], pad_end[2];
+  memcpy(win, n->a.i, sizeof win);
+  win[8] = 0;
+  for (int d = 0; d < 2; d++) {
+    // The end padding that gives the columns' output size back.
+    int64_t span = win[6 + d] * (win[d] - 1) + 1;
+    int64_t e = (cols->shape[1 + d].k - 1) * win[2 + d] + span - n->shape[2 + d].k - win[4 + d];
+    pad_end[d] = e > 0 ? e : 0;
+  }
+  return ir_im2col(g->c, adj, win, pad_end);
+}
+
+// GATHER and SCATTER_ADD: rows picked out, rows summed back (repeated indices add).
+static Node *grad_GATHER(GradCtx *g, Node *n, Node *adj, int i) {
+  return i == 0 ? ir_scatter_add(g->c, adj, n->src[1], n->src[0]->shape[0]) : NULL;
+}
+static Node *grad_SCATTER_ADD(GradCtx *g, Node *n, Node *adj, int i) {
+  return i == 0 ? ir_gather(g->c, adj, n->src[1]) : NULL;
+}
+
 // ---- matmul: batch axes already broadcast to n's (BROADCAST's rule sums them back) ---
 static Node *swap_last(GradCtx *g, Node *a) {
   int p[IR_MAXDIM];

@@ -73,7 +73,7 @@ static int is_scalar_const(const Node *a) { return ir_is_scalar_const(a, NULL); 
 static int is_const(const Node *a, int depth) {
   int64_t m;
   if (a->op == OP_CONST || is_scalar_const(a)) return 1;
-  if (ir_ops[a->op].kind != K_MOVE || depth > 8 || !concrete(a, &m)) return 0;
+  if (ir_ops[a->op].kind != K_MOVE || (ir_ops[a->op].flags & F_SPECIAL) || depth > 8 || !concrete(a, &m)) return 0;
   for (int s = 0; s < a->nsrc; s++)
     if (!is_const(a->src[s], depth + 1) || (!is_scalar_const(a->src[s]) && !concrete(a->src[s], &m))) return 0;
   return 1;
@@ -401,6 +401,7 @@ static Node *fold_rule(IrCtx *c, Node *n, void *ud) {
   OpKind kind = ir_ops[n->op].kind;
   int64_t m, ms;
   if (kind != K_EW && kind != K_REDUCE && kind != K_MOVE) return NULL;
+  if (kind == K_MOVE && (ir_ops[n->op].flags & F_SPECIAL)) return NULL;   // windows and gathers run compiled
   if (n->op == OP_BROADCAST && n->src[0]->op == OP_CONST && is_scalar_const(n)) return NULL;   // canonical already
   int scalar = 1;
   for (int s = 0; s < n->nsrc; s++) {

@@ -39,6 +39,12 @@ static void need_view(Schedule *s, Node *n) {
   materialize(s, m);
 }
 
+// A contiguous buffer in n's own layout: n's buffer, or a reshape of one.
+static void need_dense(Schedule *s, Node *n) {
+  if (sched_buf(s, n) >= 0 || (n->op == OP_RESHAPE && sched_buf(s, n->src[0]) >= 0)) return;
+  materialize(s, n);
+}
+
 static int expands(Node *bc) {
   Node *src = bc->src[0];
   for (int d = 0; d < bc->ndim; d++)
@@ -62,7 +68,7 @@ static void decide(Fuse *f, Node **order, int count) {
       if (sched_buf(s, n->src[j]) < 0 && depth[n->src[j]->id] > dd) dd = depth[n->src[j]->id];
     depth[n->id] = dd + 1;
     if (depth[n->id] > MAX_FUSED_DEPTH && k != K_LEAF) { materialize(s, n); depth[n->id] = 0; }
-    if (k == K_REDUCE || k == K_MATMUL || k == K_ROW) materialize(s, n);
+    if (k == K_REDUCE || k == K_MATMUL || k == K_ROW || k == K_SCATTER) materialize(s, n);
     // Recomputing a shared value in every reader costs more than a buffer.
     if (k == K_EW && f->users[n->id] > 1) materialize(s, n);
     if (n->op == OP_RNG && f->users[n->id] > 1) materialize(s, n);
@@ -73,6 +79,10 @@ static void decide(Fuse *f, Node **order, int count) {
     }
     if (k == K_MATMUL) { need_view(s, n->src[0]); need_view(s, n->src[1]); }
     if (k == K_ROW) for (int j = 0; j < n->nsrc; j++) need_view(s, n->src[j]);
+    if (k == K_SCATTER) for (int j = 0; j < n->nsrc; j++) need_dense(s, n->src[j]);
+    // Operands read many times per result: a buffer, not a recomputed expression.
+    if (n->op == OP_COL2IM || n->op == OP_GATHER) need_view(s, n->src[0]);
+    if (n->op == OP_IM2COL && (n->a.i[0] > n->a.i[2] || n->a.i[1] > n->a.i[3])) need_view(s, n->src[0]);
     if (sched_buf(s, n) >= 0) depth[n->id] = 0;
   }
   free(depth);
@@ -84,6 +94,7 @@ static void add_kernel(Schedule *s, Node *n, int out) {
   case K_REDUCE: kind = KS_REDUCE; break;
   case K_MATMUL: kind = KS_MATMUL; break;
   case K_ROW: kind = KS_ROW; break;
+  case K_SCATTER: kind = KS_SCATTER; break;
   default: break;
   }
   s->ks = realloc(s->ks, sizeof(Kernel) * (s->nk + 1));

@@ -220,6 +220,7 @@ static void eval_node(Tst *t, const Node *n, Ten *const *s, Ten *r) {
   case K_MOVE: eval_move(n, s, r); return;
   case K_MATMUL: eval_matmul(s[0], s[1], r); return;
   case K_ROW: eval_row(n, s, r); return;
+  case K_SCATTER: fprintf(stderr, "eval: no rule for %s\n", ir_ops[n->op].name); exit(2);
   }
 }
 

@@ -139,7 +139,7 @@ static const char *sample_ast =
   "(print (call reshape x [2 (neg 1)]) (call cast x f64))\n"
   "(= c (call where (> x 2) x 0))\n"
   "(= d (index x ::2))\n"
-  "(train \"loss on fmnist.train with adam(lr=1e-3), batch=128, epochs=2, seed=1\")";
+  "(train loss on (. fmnist train) with (call adam lr=1e-3) batch=128 epochs=2 seed=1)";
 
 static void test_sample(void) {
   expect_ast(sample, sample_ast);
@@ -202,8 +202,9 @@ static void test_sample(void) {
   check(mm->kind == AST_BINARY && mm->op == B_MATMUL && mm->op_span.col == 9 &&
         mm->span.col == 7 && mm->span.len == 16, "binary op_span and span");
   AstNode *tr = prog->items[24];
-  check(tr->kind == AST_RESERVED && !strcmp(tr->reserved_kw, "train") &&
-        tr->span.line == 25 && tr->span.col == 1, "reserved statement");
+  check(tr->kind == AST_TRAIN && tr->lhs->kind == AST_NAME && tr->rhs->kind == AST_ATTR &&
+        !strcmp(tr->rhs->str, "train") && tr->start->kind == AST_CALL && tr->nopts == 3 &&
+        !strcmp(tr->opts[0]->str, "batch") && tr->span.line == 25 && tr->span.col == 1, "train statement");
   check(prog->items[0]->rhs->height == 3 && prog->height <= AST_MAX_HEIGHT + 1, "heights");
   arena_free(a);
   diag_free(&d);
@@ -322,10 +323,15 @@ static void test_statements(void) {
   expect_ast("input s : f32[]", "(input s f32)");
   expect_ast("input t : i32[-1, N]", "(input t i32[-1 N])");
   expect_ast("import \"lib.kiln\"", "(import \"lib.kiln\")");
-  expect_ast("evaluate model on test_set", "(evaluate \"model on test_set\")");
-  expect_ast("save W; print W", "(save \"W\")\n(print W)");
-  expect_ast("load", "(load \"\")");
-  expect_ast("data train_set = mnist(\"a\",\n   \"b\")", "(data \"train_set = mnist(\\\"a\\\",\\n   \\\"b\\\")\")");
+  expect_ast("evaluate model on test_set", "(evaluate model on test_set)");
+  expect_ast("save W; print W", "(save W)\n(print W)");
+  expect_error_has("load needs a path", "load", "expected expression");
+  expect_ast("data train_set = mnist(\"a\",\n   \"b\")", "(data train_set (call mnist \"a\" \"b\"))");
+  expect_ast("evaluate accuracy(z, y), loss on d.test, batch=10", "(evaluate (call accuracy z y) loss on (. d test) batch=10)");
+  expect_ast("save \"w.safetensors\"", "(save \"w.safetensors\")");
+  expect_ast("load path", "(load path)");
+  expect_ast("state mu : f32[3] = zeros", "(state mu f32[3] zeros)");
+  expect_ast("fn conv(h, c, k=5, pad=\"same\") { h }", "(fn conv (h c k=5 pad=\"same\") (block h))");
   expect_ast("x = 1\r\ny = 2\r\n", "(= x 1)\n(= y 2)");
   expect_ast("", "");
   expect_ast("\n\n# only a comment", "");

@@ -1,0 +1,28 @@
+// Argument helpers shared by the builtin tables (builtins.c, nn.c, data.c).
+// Each fails at the argument's span with a message naming the builtin.
+#ifndef KILN_BUILTINS_INT_H
+#define KILN_BUILTINS_INT_H
+#include "eval.h"
+#include "runtime/data.h"
+
+// The argument at position pos or keyword kw; NULL if absent.
+Value *bi_arg(Args *a, int pos, const char *kw, Span *sp);
+// Rejects unknown keywords (kws: NULL-terminated) and more than maxpos positional arguments.
+void bi_check(Ev *ev, const Builtin *b, Args *a, int maxpos, const char *const *kws);
+Value bi_need(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw, Span *sp);
+Node *bi_tensor(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw);
+int bi_bool(Ev *ev, Args *a, int pos, const char *kw, int def);
+double bi_num(Ev *ev, Args *a, int pos, const char *kw, double def);
+DType bi_dtype(Ev *ev, Args *a, int pos, DType def);
+// A list of constant integers: a list literal, a 1-D constant tensor or one number.
+int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max);
+int bi_axis(Ev *ev, int64_t ax, int nd, Span sp);              // normalized axis
+uint32_t bi_axes(Ev *ev, Args *a, int pos, Node *x);           // axis= as a bitmask; absent: all
+Node *bi_count(Ev *ev, Node *x, uint32_t axes, DType t);       // elements over axes (symbolic sizes too)
+
+const Builtin *nn_builtin_find(const char *name);     // nn.c: conv2d, pooling, dropout, ...
+const Builtin *data_builtin_find(const char *name);   // data.c: idx, cifar10, csv, npy
+// data.c: reads one split of a source with the runtime's loaders. 0, or -1 with a message.
+int data_load(const DataSrc *d, int split, RtDataset *out, char *err, size_t len);
+
+#endif

@@ -1,0 +1,721 @@
+// Training statements: data, train, evaluate, save, load. A train statement
+// builds one graph for the whole step (forward, gradient, clipping, the
+// optimizer's update, batch-norm statistics), compiles it once and runs it
+// over mini-batches from the runtime's batcher; parameters and optimizer
+// state are double-buffered, so a step writes the next values while it reads
+// the current ones and the trainer swaps the pointers.
+#include "builtins_int.h"
+#include "optim.h"
+#include "runtime/ckpt.h"
+#include "runtime/data.h"
+#include "runtime/report.h"
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct { char *key; RtDataset ds; } LoadedData;
+// Optimizer state of one parameter, by the parameter's name (so it survives a save and load).
+typedef struct { char *name; int n; RtTensor slot[2]; } OptSlots;
+
+struct Trainer {
+  LoadedData *data; int ndata;
+  char opt_kind[16];            // the optimizer whose state is held ("" none)
+  OptSlots *slots; int nslots;
+  int64_t step;                 // optimizer steps taken
+  int epoch;                    // epochs completed: a resumed run continues after them
+  int resumed;
+};
+
+static Trainer *trainer(Ev *ev) {
+  if (!ev->tr && !(ev->tr = calloc(1, sizeof *ev->tr))) abort();
+  return ev->tr;
+}
+
+void ev_train_free(Ev *ev) {
+  Trainer *t = ev->tr;
+  if (!t) return;
+  for (int i = 0; i < t->ndata; i++) { free(t->data[i].key); rt_dataset_free(&t->data[i].ds); }
+  for (int i = 0; i < t->nslots; i++) {
+    free(t->slots[i].name);
+    for (int k = 0; k < 2; k++) rt_tensor_free(&t->slots[i].slot[k]);
+  }
+  free(t->data); free(t->slots); free(t);
+  ev->tr = NULL;
+}
+
+// ---- data ------------------------------------------------------------------------------
+// data NAME = SOURCE: the value bound to NAME (the source, named for messages).
+Value ev_data_value(Ev *ev, Env *env, AstNode *s) {
+  Value v = ev_eval_expr(ev, env, s->rhs);
+  if (v.kind != V_DATA)
+    ev_fail(ev, s->rhs->span, "a data statement needs a data source: idx(...), cifar10(...), csv(...) or npy(...)");
+  DataSrc *d = arena_alloc(ev->arena, sizeof *d);
+  *d = *v.data;
+  d->name = s->str;
+  v.data = d;
+  return v;
+}
+
+// The split a statement reads, loaded once per session.
+static RtDataset *split_data(Ev *ev, AstNode *e, int dflt, const char **name) {
+  Value v = ev_eval_expr(ev, ev->globals, e);
+  if (v.kind != V_DATA) ev_fail(ev, e->span, "expected a data set here (a name from a data statement, like fmnist.train)");
+  DataSrc *d = v.data;
+  int split = d->split == SPLIT_NONE ? dflt : d->split;
+  char key[4096];
+  int k = snprintf(key, sizeof key, "%s|%s|%d|%d|%d|%d", d->kind, d->dir ? d->dir : "", d->normalize, d->label, d->header, split);
+  for (int i = 0; i < d->nfiles[split] && k < (int)sizeof key; i++) k += snprintf(key + k, sizeof key - k, "|%s", d->files[split][i]);
+  Trainer *t = trainer(ev);
+  *name = d->name ? d->name : d->kind;
+  for (int i = 0; i < t->ndata; i++) if (!strcmp(t->data[i].key, key)) return &t->data[i].ds;
+  RtDataset ds;
+  char err[1024];
+  if (data_load(d, split, &ds, err, sizeof err)) ev_fail(ev, e->span, "%s", err);
+  t->data = realloc(t->data, sizeof *t->data * (t->ndata + 1));
+  if (!t->data) abort();
+  t->data[t->ndata].key = strdup(key);
+  t->data[t->ndata].ds = ds;
+  return &t->data[t->ndata++].ds;
+}
+
+// Which data column feeds input `in` (columns bind to inputs in declaration
+// order), with its per-example shape checked against the input's.
+static int column_of(Ev *ev, RtDataset *ds, Node *in, const char *dname, Span sp) {
+  int j = 0;
+  while (j < ev->ninputs && ev->inputs[j] != in) j++;
+  if (j == ev->ninputs) ev_fail(ev, sp, "internal error: input '%s' was not declared", in->a.name);
+  if (j >= ds->ncol)
+    ev_fail(ev, sp, "%s has %d column%s, but this needs input '%s', the %d%s declared (columns bind to inputs in order)", dname,
+            ds->ncol, ds->ncol == 1 ? "" : "s", in->a.name, j + 1, j == 0 ? "st" : j == 1 ? "nd" : j == 2 ? "rd" : "th");
+  if (in->ndim < 1 || !in->shape[0].sym || in->shape[0].k != 1)
+    ev_fail(ev, sp, "input '%s' gets data in batches, so its first dimension must be a batch size name (like B)", in->a.name);
+  int64_t want = 1, have = 1;
+  for (int d = 1; d < in->ndim; d++) {
+    if (in->shape[d].sym && in->shape[d].k) ev_fail(ev, sp, "input '%s' has a symbolic size after the batch axis", in->a.name);
+    want *= in->shape[d].k;
+  }
+  RtTensor *t = &ds->col[j].t;
+  for (int d = 1; d < t->ndim; d++) have *= t->shape[d];
+  if (want != have) {
+    char b[128], c[256] = "";
+    size_t k = 0;
+    for (int d = 1; d < t->ndim; d++) k += snprintf(c + k, sizeof c - k, "%s%lld", d > 1 ? ", " : "", (long long)t->shape[d]);
+    ev_fail(ev, sp, "%s's column '%s' has examples of shape [%s] (%lld values), but input '%s' is %s (%lld per example)", dname,
+            ds->col[j].name, c, (long long)have, in->a.name, ir_shape_str(ev->c, in->ndim, in->shape, b, sizeof b), (long long)want);
+  }
+  return j;
+}
+
+// A batch tensor viewed with the input's shape (same data: reshapes are free).
+static RtTensor as_input(const RtTensor *batch, Node *in) {
+  RtTensor v = *batch;
+  v.owns = 0;
+  v.ndim = in->ndim;
+  v.shape[0] = batch->shape[0];
+  for (int d = 1; d < in->ndim; d++) v.shape[d] = in->shape[d].k;
+  return v;
+}
+
+// ---- running compiled graphs -----------------------------------------------------------
+static void run_graph(Ev *ev, Program *pr, RtTensor *in, RtTensor *out, int alloc, Span sp) {
+  int64_t D[65] = {0}, shape[IR_MAXDIM];
+  char err[512];
+  if (prog_bind(pr, in, D, err, sizeof err)) ev_fail(ev, sp, "%s", err);
+  for (int i = 0; alloc && i < pr->g->nout; i++) {
+    int nd;
+    prog_out_shape(pr, i, D, &nd, shape);
+    out[i] = rt_tensor_new((RtDType)pr->g->outs[i]->dtype, nd, shape);
+    if (!out[i].data) ev_fail(ev, sp, "out of memory for the step's results");
+  }
+  int rc = prog_run(&ev->pipe, pr, D, in, out, 0);
+  if (rc == PROG_NO_MEMORY) ev_fail(ev, sp, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
+  if (rc) ev_fail(ev, sp, "could not run the compiled graph");
+}
+
+static double scalar_value(const RtTensor *t) {
+  switch (t->dtype) {
+  case RT_F32: return *(float *)t->data;
+  case RT_F64: return *(double *)t->data;
+  case RT_I32: return *(int32_t *)t->data;
+  case RT_I64: return (double)*(int64_t *)t->data;
+  default: return *(uint8_t *)t->data;
+  }
+}
+
+// ---- metrics (evaluate statements) -------------------------------------------------------
+typedef struct {
+  int n;
+  const char **names;
+  Node **nodes;
+  int *per_example;      // 1: a [B] vector, summed; 0: a scalar mean over the batch
+  Program *pr;
+  Node **ins; int nin;
+} Metrics;
+
+static const char *metric_name(Ev *ev, AstNode *e, int i) {
+  if (e->kind == AST_NAME) return e->str;
+  if (e->kind == AST_CALL && e->lhs->kind == AST_NAME) return e->lhs->str;
+  char b[32];
+  snprintf(b, sizeof b, "metric%d", i + 1);
+  return arena_strdup(ev->arena, b);
+}
+
+static void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
+  m->n = s->nitems;
+  m->names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
+  m->nodes = arena_alloc(ev->arena, sizeof(Node *) * (m->n + 1));
+  m->per_example = arena_alloc(ev->arena, sizeof(int) * (m->n + 1));
+  for (int i = 0; i < m->n; i++) {
+    AstNode *e = s->items[i];
+    Node *t = ev_tensor(ev, ev_eval_expr(ev, ev->globals, e), e->span, "a metric");
+    if (!ir_is_float(t->dtype)) t = ir_cast(ev->c, t, DT_F64);
+    m->per_example[i] = t->ndim == 1 && t->shape[0].sym && t->shape[0].k == 1;
+    if (t->ndim && !m->per_example[i]) {
+      char b[128];
+      ev_fail(ev, e->span, "a metric must be a scalar (a mean over the batch) or one value per example; this has shape %s",
+              ir_shape_str(ev->c, t->ndim, t->shape, b, sizeof b));
+    }
+    m->names[i] = metric_name(ev, e, i);
+    m->nodes[i] = t;
+  }
+  ev->binding_data = 1;
+  m->pr = ev_program(ev, m->nodes, m->n, &m->ins, &m->nin, s->span);
+  ev->binding_data = 0;
+}
+
+// Each metric averaged over the split's examples (batch means weighted by batch size).
+static void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
+  const char *dname;
+  RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
+  int64_t batch = 1000;
+  for (int i = 0; i < s->nopts; i++) {
+    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
+    batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
+    if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
+  }
+  RtDType want[RT_DATA_MAXCOL];
+  int col[256];
+  for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
+  for (int i = 0; i < m->nin && i < 256; i++) {
+    Node *in = m->ins[i];
+    if (in->a.i[0] != ROLE_INPUT) continue;
+    col[i] = column_of(ev, ds, in, dname, s->rhs->span);
+    want[col[i]] = (RtDType)in->dtype;
+  }
+  char err[512];
+  RtBatcher *b = rt_batcher_new(ds, batch, 0, 0, want, 1, err, sizeof err);
+  if (!b) ev_fail(ev, s->span, "%s", err);
+  rt_batcher_start(b, 0);
+  RtTensor cols[RT_DATA_MAXCOL], *in = calloc(m->nin + 1, sizeof *in), *out = calloc(m->n + 1, sizeof *out);
+  double *sum = calloc(m->n + 1, sizeof *sum);
+  if (!in || !out || !sum) abort();
+  int64_t got, total = 0;
+  while ((got = rt_batcher_next(b, cols)) > 0) {
+    for (int i = 0; i < m->nin; i++) {
+      Node *x = m->ins[i];
+      in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(ev, x) : as_input(&cols[col[i]], x);
+    }
+    run_graph(ev, m->pr, in, out, 1, s->span);
+    for (int k = 0; k < m->n; k++) {
+      RtTensor *o = &out[k];
+      if (!m->per_example[k]) sum[k] += scalar_value(o) * (double)got;
+      else for (int64_t r = 0; r < got; r++) sum[k] += o->dtype == RT_F32 ? ((float *)o->data)[r] : ((double *)o->data)[r];
+      rt_tensor_free(o);
+    }
+    total += got;
+  }
+  for (int k = 0; k < m->n; k++) vals[k] = total ? sum[k] / (double)total : NAN;
+  rt_batcher_free(b);
+  free(in); free(out); free(sum);
+}
+
+void ev_exec_evaluate(Ev *ev, AstNode *s) {
+  Metrics m;
+  metrics_compile(ev, s, &m);
+  if (!m.pr) return;   // kiln ir / emit-c: shown, not run
+  double *v = arena_alloc(ev->arena, sizeof(double) * (m.n + 1));
+  metrics_run(ev, s, &m, v);
+  for (int i = 0; i < m.n; i++) fprintf(ev->out, "%s: %.6g\n", m.names[i], v[i]);
+  fflush(ev->out);
+}
+
+// ---- checkpoints --------------------------------------------------------------------------
+// The latest parameter of each name (a REPL may declare one twice).
+static int latest(Ev *ev, int i) {
+  for (int j = i + 1; j < ev->nparams; j++)
+    if (!strcmp(ev->params[j].node->a.name, ev->params[i].node->a.name)) return 0;
+  return 1;
+}
+
+static int save_checkpoint(Ev *ev, const char *path, char *err, size_t len) {
+  Trainer *t = trainer(ev);
+  int cap = ev->nparams + 2 * t->nslots + 1, n = 0;
+  RtNamedTensor *ts = calloc(cap, sizeof *ts);
+  char **names = calloc(cap, sizeof *names);
+  if (!ts || !names) abort();
+  for (int i = 0; i < ev->nparams; i++)
+    if (latest(ev, i)) ts[n++] = (RtNamedTensor){ev->params[i].node->a.name, &ev->params[i].value};
+  OptSpec o = {0};
+  o.kind = !strcmp(t->opt_kind, "sgd") ? OPT_SGD : OPT_ADAM;
+  for (int i = 0; i < t->nslots; i++)
+    for (int k = 0; k < t->slots[i].n; k++) {
+      o.momentum = 1;
+      char b[1024];
+      snprintf(b, sizeof b, "optimizer.%s.%s", opt_slot_name(&o, k), t->slots[i].name);
+      names[n] = strdup(b);
+      ts[n] = (RtNamedTensor){names[n], &t->slots[i].slot[k]};
+      n++;
+    }
+  char step[32], epoch[32];
+  snprintf(step, sizeof step, "%lld", (long long)t->step);
+  snprintf(epoch, sizeof epoch, "%d", t->epoch);
+  const char *meta[] = {"format", "kiln-checkpoint-1", "optimizer", t->opt_kind, "step", step, "epoch", epoch};
+  int rc = rt_safetensors_save(path, ts, n, meta, 4, err, len);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names); free(ts);
+  return rc;
+}
+
+static const char *path_arg(Ev *ev, AstNode *s) {
+  Value v = ev_eval_expr(ev, ev->globals, s->lhs);
+  if (v.kind != V_STR) ev_fail(ev, s->lhs->span, "%s needs a file name in quotes", s->kind == AST_SAVE ? "save" : "load");
+  return v.s;
+}
+
+void ev_exec_save(Ev *ev, AstNode *s) {
+  char err[1024];
+  if (save_checkpoint(ev, path_arg(ev, s), err, sizeof err)) ev_fail(ev, s->span, "%s", err);
+}
+
+static OptSlots *slots_of(Trainer *t, const char *name) {
+  for (int i = 0; i < t->nslots; i++) if (!strcmp(t->slots[i].name, name)) return &t->slots[i];
+  t->slots = realloc(t->slots, sizeof *t->slots * (t->nslots + 1));
+  if (!t->slots) abort();
+  OptSlots *s = &t->slots[t->nslots++];
+  memset(s, 0, sizeof *s);
+  s->name = strdup(name);
+  return s;
+}
+
+static void drop_slots(Trainer *t) {
+  for (int i = 0; i < t->nslots; i++) {
+    free(t->slots[i].name);
+    for (int k = 0; k < 2; k++) rt_tensor_free(&t->slots[i].slot[k]);
+  }
+  t->nslots = 0;
+}
+
+// Parameters (and optimizer state, step and epoch when the file has them) from a checkpoint.
+static void load_checkpoint(Ev *ev, const char *path, Span sp) {
+  RtTensorFile f;
+  char err[1024];
+  if (rt_safetensors_load(path, &f, err, sizeof err)) ev_fail(ev, sp, "%s", err);
+  char missing[512] = "";
+  size_t k = 0;
+  int nmissing = 0;
+  for (int i = 0; i < ev->nparams; i++) {
+    Param *p = &ev->params[i];
+    if (!latest(ev, i)) continue;
+    const RtTensor *t = rt_tensorfile_find(&f, p->node->a.name);
+    if (!t) {
+      if (nmissing++ < 5) k += snprintf(missing + k, k < sizeof missing ? sizeof missing - k : 0, "%s'%s'", nmissing > 1 ? ", " : "", p->node->a.name);
+      continue;
+    }
+    int same = t->dtype == p->value.dtype && t->ndim == p->value.ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == p->value.shape[d];
+    if (!same) {
+      rt_tensorfile_free(&f);
+      ev_fail(ev, sp, "%s: tensor '%s' is %s with %d axes, but the parameter is %s of shape %s", path, p->node->a.name,
+              rt_dtype_name(t->dtype), t->ndim, rt_dtype_name(p->value.dtype),
+              ir_shape_str(ev->c, p->node->ndim, p->node->shape, err, sizeof err));
+    }
+    memcpy(p->value.data, t->data, rt_tensor_nbytes(t));
+  }
+  if (nmissing) {
+    rt_tensorfile_free(&f);
+    ev_fail(ev, sp, "%s has no tensor for %d parameter%s: %s%s", path, nmissing, nmissing == 1 ? "" : "s", missing, nmissing > 5 ? ", ..." : "");
+  }
+  Trainer *t = trainer(ev);
+  const char *opt = rt_tensorfile_meta(&f, "optimizer"), *step = rt_tensorfile_meta(&f, "step"), *epoch = rt_tensorfile_meta(&f, "epoch");
+  if (opt && *opt) {
+    drop_slots(t);
+    snprintf(t->opt_kind, sizeof t->opt_kind, "%s", opt);
+    for (int i = 0; i < f.n; i++) {
+      const char *nm = f.names[i];
+      if (strncmp(nm, "optimizer.", 10)) continue;
+      const char *slot = nm + 10, *dot = strchr(slot, '.');
+      if (!dot) continue;
+      int which = !strncmp(slot, "v.", 2);
+      OptSlots *os = slots_of(t, dot + 1);
+      rt_tensor_free(&os->slot[which]);
+      os->slot[which] = rt_tensor_new(f.t[i].dtype, f.t[i].ndim, f.t[i].shape);
+      if (!os->slot[which].data) abort();
+      memcpy(os->slot[which].data, f.t[i].data, rt_tensor_nbytes(&f.t[i]));
+      if (which + 1 > os->n) os->n = which + 1;
+    }
+  }
+  if (step) t->step = atoll(step);
+  if (epoch) t->epoch = atoi(epoch);
+  rt_tensorfile_free(&f);
+}
+
+void ev_exec_load(Ev *ev, AstNode *s) { load_checkpoint(ev, path_arg(ev, s), s->span); }
+
+// ---- the train statement --------------------------------------------------------------------
+typedef struct {
+  OptSpec opt;
+  int64_t batch;
+  int epochs;
+  uint64_t seed;
+  double clip, gamma, min_lr;
+  int64_t warmup, step_size;
+  enum { SCHED_CONSTANT, SCHED_STEP, SCHED_COSINE } schedule;
+  const char *checkpoint;
+  int shuffle;
+} TrainSpec;
+
+static double opt_num(Ev *ev, AstNode *kw) {
+  Node *t = ev_raw(ev, ev_eval_expr(ev, ev->globals, kw->lhs), kw->lhs->span, kw->str);
+  double x;
+  if (t->ndim || !ir_is_scalar_const(t, &x)) ev_fail(ev, kw->lhs->span, "%s must be a constant number", kw->str);
+  return x;
+}
+
+static void optimizer_spec(Ev *ev, AstNode *e, OptSpec *o) {
+  AstNode *callee = e->kind == AST_CALL ? e->lhs : e;
+  const char *name = callee->kind == AST_NAME ? callee->str : "";
+  memset(o, 0, sizeof *o);
+  o->beta1 = 0.9; o->beta2 = 0.999; o->eps = 1e-8;
+  if (!strcmp(name, "sgd")) { o->kind = OPT_SGD; o->lr = 0.01; }
+  else if (!strcmp(name, "adam")) { o->kind = OPT_ADAM; o->lr = 1e-3; }
+  else if (!strcmp(name, "adamw")) { o->kind = OPT_ADAMW; o->lr = 1e-3; o->weight_decay = 0.01; }
+  else ev_fail(ev, callee->span, "unknown optimizer; use sgd(lr, momentum, nesterov, weight_decay), adam(lr, beta1, beta2, eps, weight_decay) or adamw(...)");
+  for (int i = 0; e->kind == AST_CALL && i < e->nitems; i++) {
+    AstNode *kw = e->items[i];
+    if (kw->kind != AST_KWARG) {
+      if (i == 0) { AstNode fake = *kw; fake.str = "lr"; fake.lhs = kw; o->lr = opt_num(ev, &fake); continue; }
+      ev_fail(ev, kw->span, "optimizer settings other than lr are given by name (momentum=0.9)");
+    }
+    const char *k = kw->str;
+    double v = opt_num(ev, kw);
+    if (!strcmp(k, "lr")) o->lr = v;
+    else if (!strcmp(k, "weight_decay")) o->weight_decay = v;
+    else if (o->kind == OPT_SGD && !strcmp(k, "momentum")) o->momentum = v;
+    else if (o->kind == OPT_SGD && !strcmp(k, "nesterov")) o->nesterov = v != 0;
+    else if (o->kind != OPT_SGD && !strcmp(k, "beta1")) o->beta1 = v;
+    else if (o->kind != OPT_SGD && !strcmp(k, "beta2")) o->beta2 = v;
+    else if (o->kind != OPT_SGD && !strcmp(k, "eps")) o->eps = v;
+    else ev_fail(ev, kw->span, "%s has no setting '%s'", name, k);
+    if (!isfinite(v) || v < 0) ev_fail(ev, kw->span, "%s must be a finite number >= 0", k);
+  }
+  if (o->nesterov && o->momentum <= 0) ev_fail(ev, e->span, "nesterov needs momentum > 0");
+  if (o->beta1 >= 1 || o->beta2 >= 1) ev_fail(ev, e->span, "beta1 and beta2 must be below 1");
+}
+
+static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
+  memset(ts, 0, sizeof *ts);
+  optimizer_spec(ev, s->start, &ts->opt);
+  ts->batch = 32; ts->epochs = 1; ts->gamma = 0.1; ts->step_size = 1; ts->shuffle = 1;
+  ts->seed = ev->seed;
+  for (int i = 0; i < s->nopts; i++) {
+    AstNode *kw = s->opts[i];
+    const char *k = kw->str;
+    if (!strcmp(k, "schedule") || !strcmp(k, "checkpoint")) {
+      Value v = ev_eval_expr(ev, ev->globals, kw->lhs);
+      if (v.kind != V_STR) ev_fail(ev, kw->lhs->span, "%s must be a string", k);
+      if (!strcmp(k, "checkpoint")) { ts->checkpoint = v.s; continue; }
+      if (!strcmp(v.s, "constant")) ts->schedule = SCHED_CONSTANT;
+      else if (!strcmp(v.s, "step")) ts->schedule = SCHED_STEP;
+      else if (!strcmp(v.s, "cosine")) ts->schedule = SCHED_COSINE;
+      else ev_fail(ev, kw->lhs->span, "schedule must be \"constant\", \"step\" or \"cosine\"");
+      continue;
+    }
+    double v = opt_num(ev, kw);
+    if (!strcmp(k, "batch")) ts->batch = (int64_t)v;
+    else if (!strcmp(k, "epochs")) ts->epochs = (int)v;
+    else if (!strcmp(k, "seed")) ts->seed = (uint64_t)v;
+    else if (!strcmp(k, "clip")) ts->clip = v;
+    else if (!strcmp(k, "gamma")) ts->gamma = v;
+    else if (!strcmp(k, "step_size")) ts->step_size = (int64_t)v;
+    else if (!strcmp(k, "warmup")) ts->warmup = (int64_t)v;
+    else if (!strcmp(k, "min_lr")) ts->min_lr = v;
+    else if (!strcmp(k, "shuffle")) ts->shuffle = v != 0;
+    else ev_fail(ev, kw->span, "train has no option '%s' (options: batch, epochs, seed, clip, schedule, step_size, gamma, warmup, min_lr, shuffle, checkpoint)", k);
+    if (!isfinite(v) || v < 0) ev_fail(ev, kw->lhs->span, "%s must be a finite number >= 0", k);
+  }
+  TrainOpts *o = &ev->topts;
+  if (o->epochs > 0) ts->epochs = o->epochs;
+  if (o->batch > 0) ts->batch = o->batch;
+  if (o->lr > 0) ts->opt.lr = o->lr;
+  if (o->seed_set) ts->seed = o->seed;
+  if (o->checkpoint) ts->checkpoint = o->checkpoint;
+  if (ts->batch < 1) ev_fail(ev, s->span, "batch must be at least 1");
+  if (ts->step_size < 1) ev_fail(ev, s->span, "step_size must be at least 1");
+}
+
+// The learning rate at a step: warmup, then the schedule.
+static double lr_at(const TrainSpec *ts, int64_t step, int64_t total, int epoch) {
+  double lr = ts->opt.lr;
+  if (ts->warmup && step < ts->warmup) return lr * (double)(step + 1) / (double)ts->warmup;
+  if (ts->schedule == SCHED_STEP) lr *= pow(ts->gamma, (double)(epoch / ts->step_size));
+  if (ts->schedule == SCHED_COSINE && total > ts->warmup) {
+    double f = (double)(step - ts->warmup) / (double)(total - ts->warmup);
+    if (f > 1) f = 1;
+    lr = ts->min_lr + 0.5 * (lr - ts->min_lr) * (1 + cos(M_PI * f));
+  }
+  return lr;
+}
+
+// The step graph's inputs and outputs, and where each one's value lives.
+typedef struct {
+  Program *pr;
+  Node **ins; int nin;
+  RtTensor **in_val;     // per input: the tensor it reads (NULL: a data column)
+  int *in_col;           // per input: the data column, or -1
+  int nout;
+  RtTensor **out_dst;    // per output after the loss: the tensor the new value replaces
+  RtTensor *out;         // the step's results: out[0] the loss, then next values
+  RtTensor scalars[OPT_NSCALARS + 1];   // lr, bias corrections, step (the last)
+} Step;
+
+static int depends_only_on(Ev *ev, Node *n, Node **allowed, int nallowed) {
+  int count, ok = 1;
+  Node **order = ir_topo(ev->c, &n, 1, &count);
+  for (int i = 0; i < count && ok; i++) {
+    if (order[i]->op != OP_INPUT || order[i]->a.i[0] == ROLE_MODE) continue;
+    int found = 0;
+    for (int j = 0; j < nallowed && !found; j++) found = allowed[j] == order[i];
+    ok = found;
+  }
+  free(order);
+  return ok;
+}
+
+static RtTensor *slot_tensor(Ev *ev, const char *name, int k, const RtTensor *like) {
+  OptSlots *os = slots_of(trainer(ev), name);
+  RtTensor *t = &os->slot[k];
+  int same = t->data && t->dtype == like->dtype && t->ndim == like->ndim;
+  for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == like->shape[d];
+  if (!same) {
+    rt_tensor_free(t);
+    *t = rt_tensor_new(like->dtype, like->ndim, like->shape);   // zeros: a fresh optimizer
+    if (!t->data) abort();
+  }
+  if (k + 1 > os->n) os->n = k + 1;
+  return t;
+}
+
+static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *st) {
+  IrCtx *c = ev->c;
+  Span sp = s->span;
+  int count;
+  Node **order = ir_topo(c, &loss, 1, &count);
+  int cap = count + 8;
+  Node **params = calloc(cap, sizeof(Node *)), **data = calloc(cap, sizeof(Node *)), **states = calloc(cap, sizeof(Node *));
+  int np = 0, nd = 0, ns = 0;
+  for (int i = 0; i < count; i++) {
+    Node *n = order[i];
+    if (n->op != OP_INPUT) continue;
+    if (n->a.i[0] == ROLE_INPUT) data[nd++] = n;
+    else if (n->a.i[0] == ROLE_PARAM && ev_param(ev, n)->state) states[ns++] = n;
+    else if (n->a.i[0] == ROLE_PARAM) params[np++] = n;
+  }
+  free(order);
+  if (!np) ev_fail(ev, s->lhs->span, "the loss depends on no trainable parameter, so there is nothing to train");
+  for (int i = 0; i < np; i++)
+    if (!ir_is_float(params[i]->dtype)) ev_fail(ev, s->lhs->span, "parameter '%s' is an integer tensor; only float parameters train", params[i]->a.name);
+  Node **grads = calloc(np + 1, sizeof(Node *));
+  Node *y = loss->dtype == DT_F32 || loss->dtype == DT_F64 ? loss : ir_cast(c, loss, DT_F32);
+  if (pass_grad(c, y, NULL, params, np, grads)) ev_fail(ev, s->lhs->span, "%s", c->err);
+  if (ts->clip > 0 && opt_clip(c, grads, np, ts->clip)) ev_fail(ev, sp, "%s", c->err);
+  // Scalars the trainer sets each step.
+  Node *scal[OPT_NSCALARS];
+  static const char *sname[OPT_NSCALARS] = {"lr", "bias1", "bias2"};
+  for (int i = 0; i < OPT_NSCALARS; i++) scal[i] = ir_input(c, sname[i], ROLE_INPUT, DT_F64, 0, NULL);
+  int nslot = opt_nslots(&ts->opt);
+  // Outputs: loss, new parameters, new optimizer state, new statistics.
+  int maxout = 1 + np * (1 + nslot) + ev->nupdates;
+  Node **outs = calloc(maxout + 1, sizeof(Node *));
+  st->out_dst = calloc(maxout + 1, sizeof(RtTensor *));
+  Node **ins = calloc(nd + np + ns + np * nslot + OPT_NSCALARS + 2, sizeof(Node *));
+  st->in_val = calloc(nd + np + ns + np * nslot + OPT_NSCALARS + 2, sizeof(RtTensor *));
+  st->in_col = calloc(nd + np + ns + np * nslot + OPT_NSCALARS + 2, sizeof(int));
+  int no = 0, ni = 0;
+  outs[no++] = y;
+  for (int i = 0; i < nd; i++) { ins[ni] = data[i]; st->in_col[ni++] = column_of(ev, ds, data[i], dname, s->rhs->span); }
+  for (int i = 0; i < np; i++) {
+    RtTensor *pv = ev_param_value(ev, params[i]);
+    Node *slot[2] = {0}, *next[2] = {0};
+    for (int k = 0; k < nslot; k++) {
+      char nm[700];
+      snprintf(nm, sizeof nm, "optimizer.%s.%s", opt_slot_name(&ts->opt, k), params[i]->a.name);
+      slot[k] = ir_input(c, arena_strdup(ev->arena, nm), ROLE_INPUT, params[i]->dtype, params[i]->ndim, params[i]->shape);
+      ins[ni] = slot[k]; st->in_col[ni] = -1; st->in_val[ni++] = slot_tensor(ev, params[i]->a.name, k, pv);
+    }
+    Node *np_ = opt_update(c, &ts->opt, params[i], grads[i], slot, next, scal);
+    if (!np_) ev_fail(ev, sp, "%s", c->err);
+    ins[ni] = params[i]; st->in_col[ni] = -1; st->in_val[ni++] = pv;
+    st->out_dst[no] = pv; outs[no++] = np_;
+    for (int k = 0; k < nslot; k++) { st->out_dst[no] = st->in_val[ni - 1 - nslot + k]; outs[no++] = next[k]; }
+  }
+  for (int i = 0; i < ns; i++) { ins[ni] = states[i]; st->in_col[ni] = -1; st->in_val[ni++] = ev_param_value(ev, states[i]); }
+  // Statistics updates whose values this step can compute (the last update of each state wins).
+  for (int u = ev->nupdates - 1; u >= 0; u--) {
+    Node *sn = ev->updates[u].state;
+    int seen = 0;
+    for (int j = u + 1; j < ev->nupdates && !seen; j++) seen = ev->updates[j].state == sn;
+    int have = 0;
+    for (int j = 0; j < ns && !have; j++) have = states[j] == sn;
+    if (seen || !have || !depends_only_on(ev, ev->updates[u].value, ins, ni)) continue;
+    st->out_dst[no] = ev_param_value(ev, sn);
+    outs[no++] = ev->updates[u].value;
+  }
+  for (int i = 0; i < OPT_NSCALARS; i++) {
+    ins[ni] = scal[i]; st->in_col[ni] = -1;
+    st->scalars[i] = rt_tensor_new(RT_F64, 0, NULL);
+    st->in_val[ni++] = &st->scalars[i];
+  }
+  if (ev->step) {
+    ins[ni] = ev->step; st->in_col[ni] = -1;
+    st->scalars[OPT_NSCALARS] = rt_tensor_new(RT_I64, 0, NULL);
+    st->in_val[ni++] = &st->scalars[OPT_NSCALARS];
+  }
+  // The step runs in training mode.
+  if (ev->training) {
+    Node *on = ir_scalar(c, DT_BOOL, 1);
+    for (int i = 0; i < no; i++) outs[i] = ev_check(ev, ir_substitute(c, outs[i], &ev->training, &on, 1), sp);
+  }
+  // Only the inputs the graph reads.
+  Node **used = NULL;
+  int nused;
+  used = ir_topo(c, outs, no, &nused);
+  int keep = 0;
+  for (int i = 0; i < ni; i++) {
+    int found = 0;
+    for (int j = 0; j < nused && !found; j++) found = used[j] == ins[i];
+    if (!found) continue;
+    ins[keep] = ins[i]; st->in_val[keep] = st->in_val[i]; st->in_col[keep++] = st->in_col[i];
+  }
+  free(used);
+  st->ins = ins; st->nin = keep; st->nout = no;
+  IrGraph *g = ir_graph_new(c, outs, no, ins, keep);
+  if ((ev->pipe.dump_after || ev->pipe.emit_c))
+    fprintf(ev->pipe.dump, "%s training step of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", sp.src->name, sp.line, sp.col);
+  char err[8192];
+  st->pr = pipe_compile(&ev->pipe, g, err, sizeof err);
+  if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
+  free(params); free(data); free(states); free(grads); free(outs);
+}
+
+static volatile sig_atomic_t interrupt_flag;
+static void on_sigint(int sig) { (void)sig; interrupt_flag = 1; }
+
+static void finish_run(Ev *ev, RtMetrics *mx, RtProgress *pg, int stopped, const char *title) {
+  char err[1024];
+  rt_progress_finish(pg, stopped);
+  rt_progress_free(pg);
+  if (ev->topts.plot && rt_metrics_plot(mx, ev->topts.plot, title, err, sizeof err))
+    fprintf(stderr, "kiln: %s\n", err);
+  if (rt_metrics_close(mx, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
+}
+
+void ev_exec_train(Ev *ev, AstNode *s) {
+  Trainer *t = trainer(ev);
+  Node *loss = ev_tensor(ev, ev_eval_expr(ev, ev->globals, s->lhs), s->lhs->span, "the loss");
+  if (loss->ndim) {
+    char b[128];
+    ev_fail(ev, s->lhs->span, "the loss must be a scalar (take mean(...) over the batch); it has shape %s",
+            ir_shape_str(ev->c, loss->ndim, loss->shape, b, sizeof b));
+  }
+  TrainSpec ts;
+  train_spec(ev, s, &ts);
+  if (ev->topts.resume && !t->resumed) {
+    load_checkpoint(ev, ev->topts.resume, s->span);
+    t->resumed = 1;
+  }
+  if (t->opt_kind[0] && strcmp(t->opt_kind, opt_name(ts.opt.kind))) drop_slots(t);   // another optimizer starts fresh
+  snprintf(t->opt_kind, sizeof t->opt_kind, "%s", opt_name(ts.opt.kind));
+  const char *dname;
+  RtDataset *ds = split_data(ev, s->rhs, SPLIT_TRAIN, &dname);
+  Step st;
+  memset(&st, 0, sizeof st);
+  build_step(ev, s, loss, &ts, ds, dname, &st);
+  if (!st.pr) return;   // kiln ir / emit-c showed it
+  Metrics em = {0};
+  if (ev->next_eval) metrics_compile(ev, ev->next_eval, &em);
+  RtDType want[RT_DATA_MAXCOL];
+  for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
+  for (int i = 0; i < st.nin; i++) if (st.in_col[i] >= 0) want[st.in_col[i]] = (RtDType)st.ins[i]->dtype;
+  char err[1024];
+  RtBatcher *b = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, 1, err, sizeof err);
+  if (!b) ev_fail(ev, s->span, "%s", err);
+  RtMetrics *mx = rt_metrics_new(ev->topts.log, err, sizeof err);
+  if (!mx) { rt_batcher_free(b); ev_fail(ev, s->span, "%s", err); }
+  RtProgress *pg = rt_progress_new(stderr, ev->topts.progress);
+  int64_t nb = rt_batcher_nbatches(b), total = nb * ts.epochs;
+  RtTensor *in = calloc(st.nin + 1, sizeof *in), cols[RT_DATA_MAXCOL];
+  st.out = calloc(st.nout + 1, sizeof *st.out);
+  struct sigaction sa = {0}, old;
+  sa.sa_handler = on_sigint;
+  sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once
+  interrupt_flag = 0;
+  sigaction(SIGINT, &sa, &old);
+  int stopped = 0, first = 1;
+  double *ev_vals = calloc(em.n + 1, sizeof(double));
+  for (int epoch = t->epoch; epoch < ts.epochs && !stopped; epoch++) {
+    rt_batcher_start(b, epoch);
+    rt_progress_epoch_begin(pg, epoch + 1, ts.epochs, nb, ds->n);
+    int64_t got, done = 0, seen = 0;
+    double loss_sum = 0;
+    while ((got = rt_batcher_next(b, cols)) > 0) {
+      double lr = lr_at(&ts, t->step, total, epoch);
+      *(double *)st.scalars[OPT_LR].data = lr;
+      *(double *)st.scalars[OPT_BIAS1].data = 1 / (1 - pow(ts.opt.beta1, (double)(t->step + 1)));
+      *(double *)st.scalars[OPT_BIAS2].data = 1 / (1 - pow(ts.opt.beta2, (double)(t->step + 1)));
+      if (st.scalars[OPT_NSCALARS].data) *(int64_t *)st.scalars[OPT_NSCALARS].data = (int64_t)(ts.seed << 32) + t->step;
+      for (int i = 0; i < st.nin; i++)
+        in[i] = st.in_col[i] >= 0 ? as_input(&cols[st.in_col[i]], st.ins[i]) : *st.in_val[i];
+      run_graph(ev, st.pr, in, st.out, first, s->span);
+      first = 0;
+      for (int o = 1; o < st.nout; o++) {   // the next values become the current ones
+        void *tmp = st.out_dst[o]->data;
+        st.out_dst[o]->data = st.out[o].data;
+        st.out[o].data = tmp;
+      }
+      double l = scalar_value(&st.out[0]);
+      t->step++;
+      done++; seen += got;
+      loss_sum += l * (double)got;
+      rt_progress_step(pg, done, seen, l);
+      rt_metrics_step(mx, epoch + 1, t->step, l, lr);
+      if (interrupt_flag) { stopped = 1; break; }
+    }
+    if (stopped) break;
+    t->epoch = epoch + 1;
+    if (em.pr) metrics_run(ev, ev->next_eval, &em, ev_vals);
+    double mean = seen ? loss_sum / (double)seen : NAN;
+    rt_progress_epoch_end(pg, mean, em.names, ev_vals, em.pr ? em.n : 0);
+    const char *tl = "train_loss";
+    rt_metrics_epoch(mx, epoch + 1, t->step, &tl, &mean, 1);
+    if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->step, em.names, ev_vals, em.n);
+    if (ts.checkpoint && save_checkpoint(ev, ts.checkpoint, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
+  }
+  sigaction(SIGINT, &old, NULL);
+  for (int o = 0; o < st.nout; o++) rt_tensor_free(&st.out[o]);
+  for (int i = 0; i <= OPT_NSCALARS; i++) rt_tensor_free(&st.scalars[i]);
+  free(st.out); free(st.out_dst); free(st.in_val); free(st.in_col); free(st.ins); free(in); free(ev_vals);
+  rt_batcher_free(b);
+  finish_run(ev, mx, pg, stopped, s->span.src->name);
+  if (stopped) {
+    if (ts.checkpoint && !save_checkpoint(ev, ts.checkpoint, err, sizeof err))
+      fprintf(stderr, "kiln: interrupted; checkpoint saved to %s (continue with --resume %s)\n", ts.checkpoint, ts.checkpoint);
+    else if (ts.checkpoint)
+      fprintf(stderr, "kiln: interrupted; could not save the checkpoint: %s\n", err);
+    else
+      fprintf(stderr, "kiln: interrupted (give --checkpoint FILE to save one when stopped)\n");
+    ev->interrupted = 1;
+    longjmp(*ev->on_error, 1);
+  }
+}
