@@ -26,7 +26,7 @@ suite() {
 }
 run_suites() {  # build dir, label
   local b=$1 l=$2
-  for t in jit runtime parser autodiff passes api; do
+  for t in jit runtime data parser autodiff passes api; do
     [ -x "$b/tests/test_$t" ] && suite "$l $t" "$b/tests/test_$t" "$PWD/tests/golden"
   done
   suite "$l language" tests/run_lang.sh "$b/kiln"

@@ -20,6 +20,7 @@
 //     rt_free_ctx(rt);
 //
 // Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c.
+// Data sets and mini-batches (data.c, csv.c, batch.c) have their own header, data.h.
 #ifndef KILN_RT_H
 #define KILN_RT_H
 
