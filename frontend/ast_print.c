@@ -66,8 +66,10 @@ static void print_type(FILE *f, const AstNode *n, const char *sep) {
       fputs(sep, f);
     if (n->dims[i]->kind == AST_NAME)
       fputs(n->dims[i]->str, f);
-    else
+    else if (n->dims[i]->kind == AST_NUM)
       fprintf(f, "%" PRId64, n->dims[i]->inum);
+    else
+      ast_sexpr(f, n->dims[i]);
   }
   fputc(']', f);
 }

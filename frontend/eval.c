@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #define MAX_DEPTH 200
@@ -665,6 +666,12 @@ static void parse_shape(Ev *ev, Env *env, AstNode *s, int allow_sym, int *nd, Di
       shape[i] = dim_c(d->inum);
       continue;
     }
+    if (d->kind != AST_NAME) {   // an expression: a constant integer
+      int64_t k = ev_const_int(ev, eval(ev, env, d), d->span, "a dimension");
+      if (k < 0) ev_fail(ev, d->span, "a dimension cannot be negative");
+      shape[i] = dim_c(k);
+      continue;
+    }
     Value *bound = env_get(env, d->str);
     if (bound && bound->kind == V_TENSOR) {  // a name bound to a constant integer
       int64_t k = ev_const_int(ev, *bound, d->span, "a dimension");
@@ -781,7 +788,13 @@ static void exec_import(Ev *ev, AstNode *s) {
   char path[4096], real[4096];
   const char *name = s->str;
   if (strchr(name, '/') || strstr(name, ".kiln")) snprintf(path, sizeof path, "%s", name);
-  else snprintf(path, sizeof path, "%s/%s.kiln", ev->lib_dir ? ev->lib_dir : KILN_LIB_DIR, name);
+  else {
+    // $KILN_LIB_DIR, else the installed library, else the source tree's lib/ (an uninstalled build).
+    snprintf(path, sizeof path, "%s/%s.kiln", ev->lib_dir ? ev->lib_dir : KILN_LIB_DIR, name);
+#ifdef KILN_SOURCE_LIB_DIR
+    if (!ev->lib_dir && access(path, R_OK)) snprintf(path, sizeof path, "%s/%s.kiln", KILN_SOURCE_LIB_DIR, name);
+#endif
+  }
   if (!realpath(path, real)) ev_fail(ev, s->span, "cannot import \"%s\": cannot read %s", name, path);
   for (int i = 0; i < ev->nimports; i++)
     if (!strcmp(ev->imports[i].path, real)) {

@@ -25,24 +25,77 @@ static const char usage[] =
   "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
+  "training (override the train statement's settings):\n"
+  "  --epochs N  --batch N  --lr X\n"
+  "  --seed N                  also the shuffling and dropout seed of train statements\n"
+  "  --log FILE.csv            per-step loss and per-epoch metrics (epoch,step,name,value)\n"
+  "  --plot FILE.png           loss and metric curves\n"
+  "  --checkpoint FILE         save a checkpoint after every epoch and on Ctrl-C\n"
+  "  --resume FILE             continue from a checkpoint (parameters, optimizer state, epoch)\n"
+  "  --progress bar|lines      progress display on stderr (default: a bar on a terminal)\n"
+  "\n"
   "environment: KILN_CACHE_DIR (compile cache; empty disables), KILN_JIT=llvm|cc,\n"
   "KILN_THREADS, KILN_LIB_DIR (where import finds libraries)\n";
 
 typedef struct {
   const char *cmd, *file, *code, *after;
-  int threads, ffi;
+  int threads, ffi, seed_set;
   long long seed;
+  TrainOpts train;
 } Opts;
 
+// A numeric option's value, or -1 after saying what is wrong.
+static int number(const char *opt, const char *s, double lo, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v >= lo) || v > 1e15) {
+    fprintf(stderr, "kiln: %s needs a number%s, not '%s'\n", opt, lo > 0 ? " above 0" : "", s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+// --name VALUE or --name=VALUE; NULL if argv[*i] is not this option.
+static const char *value_of(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n)) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] || *i + 1 >= argc) return NULL;
+  return argv[++*i];
+}
+
+static int train_opt(int argc, char **argv, int *i, TrainOpts *t) {
+  const char *v;
+  double x;
+  if ((v = value_of(argc, argv, i, "--epochs"))) { if (number("--epochs", v, 1, &x)) return -1; t->epochs = (int)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--batch"))) { if (number("--batch", v, 1, &x)) return -1; t->batch = (int)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--lr"))) { if (number("--lr", v, 1e-300, &x)) return -1; t->lr = x; return 1; }
+  if ((v = value_of(argc, argv, i, "--log"))) { t->log = v; return 1; }
+  if ((v = value_of(argc, argv, i, "--plot"))) { t->plot = v; return 1; }
+  if ((v = value_of(argc, argv, i, "--checkpoint"))) { t->checkpoint = v; return 1; }
+  if ((v = value_of(argc, argv, i, "--resume"))) { t->resume = v; return 1; }
+  if ((v = value_of(argc, argv, i, "--progress"))) {
+    if (strcmp(v, "bar") && strcmp(v, "lines")) { fprintf(stderr, "kiln: --progress is bar or lines\n"); return -1; }
+    t->progress = !strcmp(v, "bar");
+    return 1;
+  }
+  return 0;
+}
+
 static int parse_opts(int argc, char **argv, Opts *o) {
+  o->train.progress = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    int t = train_opt(argc, argv, &i, &o->train);
+    if (t < 0) return -1;
+    if (t) continue;
     if (!strcmp(a, "-e") && i + 1 < argc) o->code = argv[++i];
     else if (!strncmp(a, "--after=", 8)) o->after = a + 8;
     else if (!strcmp(a, "--after") && i + 1 < argc) o->after = argv[++i];
     else if (!strcmp(a, "--threads") && i + 1 < argc) o->threads = atoi(argv[++i]);
     else if (!strncmp(a, "--threads=", 10)) o->threads = atoi(a + 10);
-    else if (!strcmp(a, "--seed") && i + 1 < argc) o->seed = atoll(argv[++i]);
+    else if (!strcmp(a, "--seed") && i + 1 < argc) { o->seed = atoll(argv[++i]); o->seed_set = 1; }
     else if (!strcmp(a, "--ffi")) o->ffi = 1;
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "kiln: unknown option '%s'\n\n%s", a, usage); return -1; }
     else if (!o->cmd) o->cmd = a;
@@ -73,6 +126,9 @@ static int run_program(const Opts *o) {
   Ev *ev = ev_new(stdout, &d);
   ev->seed = (uint64_t)o->seed;
   ev->via_ffi = o->ffi;
+  ev->topts = o->train;
+  ev->topts.seed_set = o->seed_set;
+  ev->topts.seed = (uint64_t)o->seed;
   char err[4096];
   int rc = 0;
   if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c")) {
@@ -85,7 +141,7 @@ static int run_program(const Opts *o) {
   }
   if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
   if (o->file && !o->code) ev_running_file(ev, o->file);
-  if (!rc && ev_run(ev, name, text)) rc = 1;
+  if (!rc && ev_run(ev, name, text)) rc = ev->interrupted ? 130 : 1;
   fflush(stdout);
   if (d.msg && d.msg[0]) fputs(d.msg, stderr);
   ev_free(ev);

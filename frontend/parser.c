@@ -24,7 +24,7 @@
 //   params    = "(" (param ("," param)* ","?)? ")"   param = IDENT ("=" expr)?
 //               (parameters with defaults come last)
 //   type      = IDENT ("[" (dim ("," dim)*)? "]")?
-//   dim       = "-"? INT | IDENT
+//   dim       = "-"? INT | IDENT | add              (an expression: parameters' sizes)
 //   expr      = or
 //   or        = and ("or" and)*
 //   and       = not ("and" not)*
@@ -75,6 +75,7 @@ typedef struct {
 static AstNode *expr(Parser *p);
 static AstNode *unary(Parser *p);
 static AstNode *block(Parser *p);
+static AstNode *add(Parser *p);
 static int stmt_list(Parser *p, AstNode *blk, int in_block);
 
 // ---- tokens -------------------------------------------------------------------
@@ -764,8 +765,13 @@ static AstNode *short_fn_stmt(Parser *p) {
 // dim = "-"? INT | IDENT
 static AstNode *dim(Parser *p) {
   Token *t = peek(p);
-  if (t->kind == TOK_IDENT)
+  TokKind next = peek_at(p, 1)->kind;
+  int alone = next == TOK_COMMA || next == TOK_RBRACK;
+  if (t->kind == TOK_IDENT && alone)
     return new_name(p, advance(p));
+  // Anything else but a bare integer is an expression: dim(h, -1), 2 * n
+  if (!(t->kind == TOK_NUM && alone) && !(t->kind == TOK_MINUS && peek_at(p, 1)->kind == TOK_NUM))
+    return add(p);
   int neg = consume(p, TOK_MINUS);
   if (!at(p, TOK_NUM) || !peek(p)->num_is_int) {
     expected(p, "a dimension (an integer or a name)");

@@ -22,7 +22,7 @@ typedef struct { char *name; int n; RtTensor slot[2]; } OptSlots;
 struct Trainer {
   LoadedData *data; int ndata;
   char opt_kind[16];            // the optimizer whose state is held ("" none)
-  OptSlots *slots; int nslots;
+  OptSlots **slots; int nslots;   // each allocated alone: steps hold pointers into them
   int64_t step;                 // optimizer steps taken
   int epoch;                    // epochs completed: a resumed run continues after them
   int resumed;
@@ -33,14 +33,20 @@ static Trainer *trainer(Ev *ev) {
   return ev->tr;
 }
 
+static void drop_slots(Trainer *t) {
+  for (int i = 0; i < t->nslots; i++) {
+    free(t->slots[i]->name);
+    for (int k = 0; k < 2; k++) rt_tensor_free(&t->slots[i]->slot[k]);
+    free(t->slots[i]);
+  }
+  t->nslots = 0;
+}
+
 void ev_train_free(Ev *ev) {
   Trainer *t = ev->tr;
   if (!t) return;
   for (int i = 0; i < t->ndata; i++) { free(t->data[i].key); rt_dataset_free(&t->data[i].ds); }
-  for (int i = 0; i < t->nslots; i++) {
-    free(t->slots[i].name);
-    for (int k = 0; k < 2; k++) rt_tensor_free(&t->slots[i].slot[k]);
-  }
+  drop_slots(t);
   free(t->data); free(t->slots); free(t);
   ev->tr = NULL;
 }
@@ -260,12 +266,12 @@ static int save_checkpoint(Ev *ev, const char *path, char *err, size_t len) {
   OptSpec o = {0};
   o.kind = !strcmp(t->opt_kind, "sgd") ? OPT_SGD : OPT_ADAM;
   for (int i = 0; i < t->nslots; i++)
-    for (int k = 0; k < t->slots[i].n; k++) {
+    for (int k = 0; k < t->slots[i]->n; k++) {
       o.momentum = 1;
       char b[1024];
-      snprintf(b, sizeof b, "optimizer.%s.%s", opt_slot_name(&o, k), t->slots[i].name);
+      snprintf(b, sizeof b, "optimizer.%s.%s", opt_slot_name(&o, k), t->slots[i]->name);
       names[n] = strdup(b);
-      ts[n] = (RtNamedTensor){names[n], &t->slots[i].slot[k]};
+      ts[n] = (RtNamedTensor){names[n], &t->slots[i]->slot[k]};
       n++;
     }
   char step[32], epoch[32];
@@ -290,21 +296,13 @@ void ev_exec_save(Ev *ev, AstNode *s) {
 }
 
 static OptSlots *slots_of(Trainer *t, const char *name) {
-  for (int i = 0; i < t->nslots; i++) if (!strcmp(t->slots[i].name, name)) return &t->slots[i];
+  for (int i = 0; i < t->nslots; i++) if (!strcmp(t->slots[i]->name, name)) return t->slots[i];
   t->slots = realloc(t->slots, sizeof *t->slots * (t->nslots + 1));
-  if (!t->slots) abort();
-  OptSlots *s = &t->slots[t->nslots++];
-  memset(s, 0, sizeof *s);
+  OptSlots *s = calloc(1, sizeof *s);
+  if (!t->slots || !s) abort();
+  t->slots[t->nslots++] = s;
   s->name = strdup(name);
   return s;
-}
-
-static void drop_slots(Trainer *t) {
-  for (int i = 0; i < t->nslots; i++) {
-    free(t->slots[i].name);
-    for (int k = 0; k < 2; k++) rt_tensor_free(&t->slots[i].slot[k]);
-  }
-  t->nslots = 0;
 }
 
 // Parameters (and optimizer state, step and epoch when the file has them) from a checkpoint.
