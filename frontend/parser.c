@@ -405,7 +405,7 @@ static AstNode *kwarg(Parser *p) {
   AstNode *n = new_node(p, AST_KWARG, from(p, name->span));
   if (!n)
     return NULL;
-  n->str = name->str;
+  n->str = name->kind == TOK_IDENT ? name->str : (char *)tok_spelling(name->kind);   // train=, test=
   n->name_span = name->span;
   n->lhs = val;
   return seal(p, n);
@@ -418,7 +418,7 @@ static AstNode *call(Parser *p, AstNode *callee) {
   int seen_kw = 0;
   while (!at(p, TOK_RPAREN)) {
     AstNode *a;
-    if (at(p, TOK_IDENT) && peek_at(p, 1)->kind == TOK_ASSIGN) {
+    if ((at(p, TOK_IDENT) || peek(p)->kind >= TOK_FIRST_KEYWORD) && peek_at(p, 1)->kind == TOK_ASSIGN) {
       a = kwarg(p);
       seen_kw = 1;
     } else if ((a = expr(p)) && seen_kw) {

@@ -154,6 +154,7 @@ static double scalar_value(const RtTensor *t) {
 typedef struct {
   int n;
   const char **names;
+  const char **log_names;   // in --log files: eval_NAME, apart from the per-step loss
   Node **nodes;
   int *per_example;      // 1: a [B] vector, summed; 0: a scalar mean over the batch
   Program *pr;
@@ -171,6 +172,7 @@ static const char *metric_name(Ev *ev, AstNode *e, int i) {
 static void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
   m->n = s->nitems;
   m->names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
+  m->log_names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
   m->nodes = arena_alloc(ev->arena, sizeof(Node *) * (m->n + 1));
   m->per_example = arena_alloc(ev->arena, sizeof(int) * (m->n + 1));
   for (int i = 0; i < m->n; i++) {
@@ -184,6 +186,9 @@ static void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
               ir_shape_str(ev->c, t->ndim, t->shape, b, sizeof b));
     }
     m->names[i] = metric_name(ev, e, i);
+    char ln[300];
+    snprintf(ln, sizeof ln, "eval_%s", m->names[i]);
+    m->log_names[i] = arena_strdup(ev->arena, ln);
     m->nodes[i] = t;
   }
   ev->binding_data = 1;
@@ -697,7 +702,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
     rt_progress_epoch_end(pg, mean, em.names, ev_vals, em.pr ? em.n : 0);
     const char *tl = "train_loss";
     rt_metrics_epoch(mx, epoch + 1, t->step, &tl, &mean, 1);
-    if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->step, em.names, ev_vals, em.n);
+    if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->step, em.log_names, ev_vals, em.n);
     if (ts.checkpoint && save_checkpoint(ev, ts.checkpoint, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
   }
   sigaction(SIGINT, &old, NULL);

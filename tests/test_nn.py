@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""The neural-network builtins against NumPy references, and their gradients
+against central finite differences (the gradcheck harness of
+test_gradcheck.py, in f64).
+
+Usage: python3 tests/test_nn.py build/kiln [NAME-SUBSTRING]
+
+References are written here from the definitions (direct loops over windows),
+independently of Kiln's im2col lowering: conv2d (NCHW, stride, padding
+"same"/"valid"/int/[h, w], dilation), maxpool2d (padding with -inf),
+avgpool2d (zeros counted), take, scatter_add, accuracy, batch_norm outside
+training (running statistics), dropout outside training (the identity).
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kiln_testlib import lit, f32, main, expect_close  # noqa: E402
+from test_gradcheck import GC  # noqa: E402
+
+
+def same_pads(n, k, s, d):
+    out = -(-n // s)
+    total = max((out - 1) * s + d * (k - 1) + 1 - n, 0)
+    return total // 2, total - total // 2
+
+
+def pads_of(pad, H, W, kh, kw, s, d):
+    if pad == "same":
+        return same_pads(H, kh, s[0], d[0]) + same_pads(W, kw, s[1], d[1])
+    if pad == "valid":
+        return (0, 0, 0, 0)
+    p = pad if isinstance(pad, (list, tuple)) else (pad, pad)
+    return (p[0], p[0], p[1], p[1])
+
+
+def windows(x, kh, kw, s, pads, d, fill):
+    """[N, C, OH, OW, kh, kw] windows of x, padded with fill."""
+    pt, pb, pl, pr = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    N, C, H, W = xp.shape
+    oh = (H - d[0] * (kh - 1) - 1) // s[0] + 1
+    ow = (W - d[1] * (kw - 1) - 1) // s[1] + 1
+    out = np.empty((N, C, oh, ow, kh, kw), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            out[:, :, i, j] = xp[:, :, i * s[0]:i * s[0] + d[0] * (kh - 1) + 1:d[0],
+                                 j * s[1]:j * s[1] + d[1] * (kw - 1) + 1:d[1]]
+    return out
+
+
+def pair(v):
+    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+
+def conv_ref(x, w, stride=1, pad=0, dilation=1):
+    s, d = pair(stride), pair(dilation)
+    kh, kw = w.shape[2:]
+    win = windows(x, kh, kw, s, pads_of(pad, x.shape[2], x.shape[3], kh, kw, s, d), d, 0.0)
+    return np.einsum("ncijkl,ockl->noij", win, w)
+
+
+def pool_ref(x, k, stride=None, pad=0, avg=False):
+    k = pair(k)
+    s = pair(stride) if stride is not None else k
+    win = windows(x, k[0], k[1], s, pads_of(pad, x.shape[2], x.shape[3], k[0], k[1], s, (1, 1)), (1, 1),
+                  0.0 if avg else -np.inf)
+    return win.mean(axis=(4, 5)) if avg else win.max(axis=(4, 5))
+
+
+def opt_str(stride, pad, dil):
+    parts = []
+    if stride != 1:
+        parts.append("stride=%s" % (list(stride) if isinstance(stride, tuple) else stride))
+    if pad != 0:
+        parts.append("pad=%s" % ('"%s"' % pad if isinstance(pad, str) else list(pad) if isinstance(pad, tuple) else pad))
+    if dil != 1:
+        parts.append("dilation=%s" % dil)
+    return "".join(", " + p for p in parts)
+
+
+CONV_CASES = [  # x shape, w shape, stride, pad, dilation
+    ((2, 3, 7, 7), (4, 3, 3, 3), 1, 0, 1),
+    ((2, 3, 7, 7), (4, 3, 3, 3), 1, "same", 1),
+    ((1, 2, 8, 6), (3, 2, 5, 5), 1, "same", 1),
+    ((2, 1, 6, 6), (2, 1, 4, 4), 1, "same", 1),      # even kernel: the odd pixel at the end
+    ((2, 3, 9, 8), (2, 3, 3, 3), 2, "same", 1),
+    ((1, 2, 9, 9), (3, 2, 3, 3), 2, 1, 1),
+    ((1, 2, 9, 9), (3, 2, 3, 2), (2, 1), (1, 0), 1),
+    ((1, 2, 10, 10), (2, 2, 3, 3), 1, 2, 2),
+    ((3, 4, 5, 5), (6, 4, 1, 1), 1, "valid", 1),
+    ((1, 1, 4, 4), (1, 1, 4, 4), 1, "valid", 1),
+]
+
+
+def forward(S, rng):
+    for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES):
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        want = conv_ref(x, w, st, pad, dil)
+        expr = "conv2d(%s, %s%s)" % (lit(x), lit(w), opt_str(st, pad, dil))
+        S.add("conv2d %d %s" % (i, "x".join(map(str, xs))), [], expr, expect_close(want, rtol=1e-4, atol=1e-4))
+        S.add("conv2d f64 %d" % i, [], "conv2d(%s, %s%s)" % (lit(x, "f64"), lit(w, "f64"), opt_str(st, pad, dil)),
+              expect_close(want, rtol=1e-5, atol=1e-6))
+    x = f32(rng.standard_normal((2, 3, 7, 6)))
+    for k, st, pad in ((2, None, 0), (3, None, 0), (3, 2, 1), (2, 1, 0), ((2, 3), (2, 1), (1, 1)), (3, 1, "same")):
+        o = ""
+        if st is not None:
+            o += ", stride=%s" % (list(st) if isinstance(st, tuple) else st)
+        if pad != 0:
+            o += ", pad=%s" % ('"%s"' % pad if isinstance(pad, str) else list(pad) if isinstance(pad, tuple) else pad)
+        ks = list(k) if isinstance(k, tuple) else k
+        tag = "k=%s s=%s p=%s" % (k, st, pad)
+        S.add("maxpool2d " + tag, [], "maxpool2d(%s, %s%s)" % (lit(x), ks, o), expect_close(pool_ref(x, k, st, pad)))
+        S.add("avgpool2d " + tag, [], "avgpool2d(%s, %s%s)" % (lit(x), ks, o),
+              expect_close(pool_ref(x, k, st, pad, avg=True), rtol=1e-5, atol=1e-6))
+    neg = -np.abs(x) - 1
+    S.add("maxpool2d pads with -inf", [], "maxpool2d(%s, 3, stride=2, pad=1)" % lit(neg),
+          expect_close(pool_ref(neg, 3, 2, 1)))
+    table = f32(rng.standard_normal((5, 3)))
+    idx = np.array([[4, 0], [2, 2], [1, 3]])
+    S.add("take 2-D indices", [], "take(%s, %s)" % (lit(table), lit(idx, "i32")), expect_close(table[idx]))
+    S.add("take i64 indices", [], "take(%s, %s)" % (lit(table), lit(idx[0], "i64")), expect_close(table[idx[0]]))
+    S.add("take out of range is nan", [], "take(%s, cast([1, 5, -1], i32))" % lit(table),
+          expect_close(np.stack([table[1], np.full(3, np.nan), np.full(3, np.nan)])))
+    S.add("take from a 1-D table", [], "take(%s, cast([3, 3, 0], i32))" % lit(table[:, 0]), expect_close(table[[3, 3, 0], 0]))
+    vals = f32(rng.standard_normal((3, 2, 3)))
+    want = np.zeros((5, 3))
+    np.add.at(want, idx, vals)
+    S.add("scatter_add repeats add", [], "scatter_add(%s, %s, 5)" % (lit(vals), lit(idx, "i32")),
+          expect_close(want, rtol=1e-5, atol=1e-6))
+    S.add("scatter_add ignores out of range", [], "scatter_add([[1, 2], [3, 4]], cast([7, 1], i32), 3)",
+          expect_close([[0, 0], [3, 4], [0, 0]]))
+    logits = f32(rng.standard_normal((6, 4)))
+    lab = rng.integers(0, 4, 6)
+    S.add("accuracy", [], "accuracy(%s, %s)" % (lit(logits), lit(lab, "i32")),
+          expect_close(np.mean(np.argmax(logits, 1) == lab)))
+    S.add("dropout outside training is the identity", [], "dropout(%s, 0.5)" % lit(logits), expect_close(logits))
+    g, b = f32(rng.uniform(0.5, 2, 3)), f32(rng.standard_normal(3))
+    xb = f32(rng.standard_normal((4, 3, 2, 2)))
+    setup = ["state m : f32[3] = [0.5, -1, 2]", "state v : f32[3] = [1, 4, 0.25]"]
+    want = (xb - np.array([0.5, -1, 2]).reshape(1, 3, 1, 1)) / np.sqrt(np.array([1, 4, 0.25]).reshape(1, 3, 1, 1) + 1e-5)
+    want = want * g.reshape(1, 3, 1, 1) + b.reshape(1, 3, 1, 1)
+    S.add("batch_norm outside training uses running statistics", setup,
+          "batch_norm(%s, m, v, %s, %s)" % (lit(xb), lit(g), lit(b)), expect_close(want, rtol=1e-5, atol=1e-5))
+    S.add("training() is false outside a training step", [], "training()", expect_close(False))
+
+
+def gradients(S, rng):
+    T = GC(S, rng)
+    for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES[:8]):
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        out = conv_ref(x, w, st, pad, dil)
+        expr = "conv2d(a, b%s)" % opt_str(st, pad, dil)
+        for argnum in (0, 1):
+            T.op("grad conv2d %d d%s" % (i, "xw"[argnum]), expr, lambda a, b, out=out: out,
+                 [(x, "f64"), (w, "f64")], argnum=argnum)
+    x = f32(rng.standard_normal((2, 2, 6, 5)))
+    for k, st, pad in ((2, None, 0), (3, 2, 1), (2, 1, 0)):
+        o = "" if st is None else ", stride=%d" % st
+        o += "" if not pad else ", pad=%d" % pad
+        T.op("grad maxpool2d k=%d s=%s p=%d" % (k, st, pad), "maxpool2d(a, %d%s)" % (k, o),
+             lambda a, k=k, st=st, pad=pad: pool_ref(a, k, st, pad), [(x, "f64")])
+        T.op("grad avgpool2d k=%d s=%s p=%d" % (k, st, pad), "avgpool2d(a, %d%s)" % (k, o),
+             lambda a, k=k, st=st, pad=pad: pool_ref(a, k, st, pad, True), [(x, "f64")])
+    table = f32(rng.standard_normal((5, 3)))
+    idx = np.array([[4, 0], [2, 2]])
+    T.op("grad take (repeated rows add up)", "take(a, %s)" % lit(idx, "i32"), lambda a: a[idx], [(table, "f64")])
+    vals = f32(rng.standard_normal((2, 2, 3)))
+    T.op("grad scatter_add", "scatter_add(a, %s, 5)" % lit(idx, "i32"), lambda a: np.zeros((5, 3)), [(vals, "f64")])
+    # second order through the window ops: col2im's gradient is im2col
+    x, w = f32(rng.standard_normal((1, 2, 5, 5))), f32(rng.standard_normal((2, 2, 3, 3)))
+    fn, gn = S.fresh("F"), S.fresh("G")
+    wl = lit(w, "f64")
+    T.core("grad of grad through conv2d",
+           ["%s(a) = sum(conv2d(a, %s, pad=1) ^ 2)" % (gn, wl),
+            "%s(a) = sum(grad(%s)(a) * sin(a))" % (fn, gn)], fn, [(x, "f64")])
+    fn = S.fresh("F")
+    T.core("grad through conv, pool and dense",
+           ["%s(a) = sum(tanh(flatten(maxpool2d(relu(conv2d(a, %s, pad=\"same\")), 2)) @ %s))"
+            % (fn, wl, lit(f32(rng.standard_normal((8, 3))), "f64"))], fn,
+           [(f32(rng.uniform(0.2, 1.0, (2, 2, 4, 4))), "f64")])
+
+
+def build(S, rng):
+    forward(S, rng)
+    gradients(S, rng)
+
+
+if __name__ == "__main__":
+    main(build)

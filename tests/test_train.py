@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+"""End-to-end training tests: model files that train on small generated data
+sets, through `kiln run`.
+
+Usage: python3 tests/test_train.py build/kiln [NAME-SUBSTRING]
+
+Covers: every loader format (IDX gz, CIFAR-10 binary, CSV, .npy), every
+optimizer and schedule, clipping, dropout, batch norm, embeddings, the loss
+going below a threshold, evaluate's output, checkpoints (safetensors, read
+back by Python's safetensors package with identical values), load, --resume
+giving bit-identical weights to an uninterrupted run, one seed giving
+bit-identical weights twice, Ctrl-C saving a checkpoint, --log and --plot, and
+the errors for bad data. Ends with "N passed, N failed".
+"""
+import gzip
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+KILN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+ONLY = sys.argv[2] if len(sys.argv) > 2 else None
+TMP = tempfile.mkdtemp(prefix="kiln-train-")
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok   " + name)
+    else:
+        failed += 1
+        print("FAIL " + name + ("\n  " + detail.replace("\n", "\n  ") if detail else ""))
+
+
+def kiln(src, *args, name="m.kiln", timeout=300, env=None):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(src)
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([KILN, "run", path, "--progress", "lines"] + list(args), cwd=TMP, capture_output=True,
+                       text=True, timeout=timeout, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def metric(out, name):
+    m = re.search(r"^%s: (\S+)$" % re.escape(name), out, re.M)
+    return float(m.group(1)) if m else None
+
+
+# ---- data sets ------------------------------------------------------------------
+def blobs(n, d, classes, rng, spread=0.6):
+    centers = rng.normal(0, 2, (classes, d))
+    y = rng.integers(0, classes, n)
+    x = centers[y] + rng.normal(0, spread, (n, d))
+    return x.astype(np.float32), y.astype(np.int32)
+
+
+def write_idx(path, arr, code):
+    head = struct.pack(">BBBB", 0, 0, code, arr.ndim) + b"".join(struct.pack(">I", s) for s in arr.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(head + arr.astype(">u1" if code == 8 else ">f4").tobytes())
+
+
+def make_data():
+    rng = np.random.default_rng(7)
+    x, y = blobs(600, 6, 3, rng)
+    xt, yt = x[:500], y[:500]
+    xv, yv = x[500:], y[500:]
+    np.save(os.path.join(TMP, "x.npy"), xt)
+    np.save(os.path.join(TMP, "y.npy"), yt)
+    np.save(os.path.join(TMP, "xv.npy"), xv)
+    np.save(os.path.join(TMP, "yv.npy"), yv)
+    for nm, xx, yy in (("train.csv", xt, yt), ("test.csv", xv, yv)):
+        with open(os.path.join(TMP, nm), "w") as f:
+            f.write("f1,f2,f3,f4,f5,f6,label\n")
+            for r, l in zip(xx, yy):
+                f.write(",".join("%.6g" % v for v in r) + ",%d\n" % l)
+    # images: class k has a bright k-th quadrant (8x8 pictures)
+    imgs = rng.integers(0, 60, (400, 8, 8)).astype(np.uint8)
+    lab = rng.integers(0, 4, 400).astype(np.uint8)
+    for i, k in enumerate(lab):
+        r, c = divmod(int(k), 2)
+        imgs[i, 4 * r:4 * r + 4, 4 * c:4 * c + 4] += 150
+    os.makedirs(os.path.join(TMP, "idx"), exist_ok=True)
+    for split, sl in (("train", slice(0, 320)), ("t10k", slice(320, 400))):
+        write_idx(os.path.join(TMP, "idx", "%s-images-idx3-ubyte.gz" % split), imgs[sl], 8)
+        write_idx(os.path.join(TMP, "idx", "%s-labels-idx1-ubyte.gz" % split), lab[sl], 8)
+    # CIFAR-10 records: a label byte, 3x32x32 pixels; class k brightens channel k % 3
+    os.makedirs(os.path.join(TMP, "cifar"), exist_ok=True)
+    for name, n in [("data_batch_%d.bin" % i, 40) for i in range(1, 6)] + [("test_batch.bin", 50)]:
+        recs = bytearray()
+        for _ in range(n):
+            k = int(rng.integers(0, 3))
+            px = rng.integers(0, 80, (3, 32, 32)).astype(np.uint8)
+            px[k] += 120
+            recs += bytes([k]) + px.tobytes()
+        with open(os.path.join(TMP, "cifar", name), "wb") as f:
+            f.write(bytes(recs))
+    # token ids: the class is which of 5 ids appears most
+    ids = rng.integers(0, 20, (400, 4)).astype(np.int32)
+    cls = rng.integers(0, 3, 400).astype(np.int32)
+    ids[:, :3] = cls[:, None] * 5 + rng.integers(0, 5, (400, 3))
+    np.save(os.path.join(TMP, "ids.npy"), ids)
+    np.save(os.path.join(TMP, "cls.npy"), cls)
+
+
+CSV_MODEL = """import "nn"
+data d = csv(train="train.csv", test="test.csv", label=-1)
+input x : f32[B, 6]
+input y : i32[B]
+logits = dense(relu(dense(x, 16)), 3)
+loss = mean(softmax_cross_entropy(logits, y))
+train loss on d.train with %s, batch=32, epochs=%d, seed=3%s
+evaluate accuracy(logits, y), loss on d.test
+"""
+
+
+def weights(path):
+    from safetensors.numpy import load_file
+    return load_file(path)
+
+
+def same_weights(a, b):
+    wa, wb = weights(a), weights(b)
+    return wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+# ---- tests ------------------------------------------------------------------------
+def t_optimizers():
+    for opt, extra in (("sgd(lr=0.1)", ""), ("sgd(lr=0.05, momentum=0.9)", ""),
+                       ("sgd(lr=0.05, momentum=0.9, nesterov=true, weight_decay=1e-4)", ", schedule=\"step\", step_size=2, gamma=0.5"),
+                       ("adam(lr=0.01)", ", clip=1.0"), ("adamw(lr=0.01, weight_decay=0.05)", ", schedule=\"cosine\", warmup=5"),
+                       ("adam(lr=0.01, beta1=0.8, beta2=0.99, eps=1e-7)", "")):
+        rc, out, err = kiln(CSV_MODEL % (opt, 6, extra), "--log", "log.csv")
+        acc, loss = metric(out, "accuracy"), metric(out, "loss")
+        ok = rc == 0 and acc is not None and acc > 0.9 and loss is not None and loss < 0.35
+        check("trains with %s%s: accuracy %s, loss %s" % (opt, extra, acc, loss), ok, err[-2000:])
+        rows = open(os.path.join(TMP, "log.csv")).read().splitlines() if os.path.exists(os.path.join(TMP, "log.csv")) else []
+        last = [r for r in rows if ",loss," in r]
+        check("--log has a header and per-step rows (%s)" % opt, rows[:1] == ["epoch,step,name,value"] and
+              len(last) == 6 * 16 and sum(",train_loss," in r for r in rows) == 6 and
+              sum(",eval_accuracy," in r for r in rows) == 6 and sum(",eval_loss," in r for r in rows) == 6,
+              "\n".join(rows[:3]))
+
+
+def t_formats():
+    src = """import "nn"
+data d = npy(train=["x.npy", "y.npy"], test=["xv.npy", "yv.npy"])
+input x : f32[B, 6]
+input y : i32[B]
+logits = dense(x, 3)
+train mean(softmax_cross_entropy(logits, y)) on d.train with sgd(lr=0.2), batch=50, epochs=5
+evaluate accuracy(logits, y) on d.test
+"""
+    rc, out, err = kiln(src)
+    check("npy columns train", rc == 0 and (metric(out, "accuracy") or 0) > 0.9, out + err[-1500:])
+    src = """import "nn"
+data im = idx("idx", normalize=true)
+input x : f32[B, 1, 8, 8]
+input y : i32[B]
+h = maxpool2d(relu(conv(x, 4, 3)), 2)
+logits = dense(flatten(h), 4)
+train mean(softmax_cross_entropy(logits, y)) on im.train with adam(lr=0.02), batch=16, epochs=4, seed=2
+evaluate accuracy(logits, y) on im.test
+"""
+    rc, out, err = kiln(src)
+    check("IDX (gzip) images train a conv net", rc == 0 and (metric(out, "accuracy") or 0) > 0.9, out + err[-1500:])
+    src = """import "nn"
+data c = cifar10("cifar", normalize=true)
+input x : f32[B, 3, 32, 32]
+input y : i32[B]
+h = avgpool2d(relu(batchnorm(conv(x, 4, 3, stride=2))), 4)
+logits = dense(dropout(flatten(h), 0.1), 3)
+train mean(softmax_cross_entropy(logits, y)) on c.train with adam(lr=0.02), batch=20, epochs=5, seed=2
+evaluate accuracy(logits, y) on c.test, batch=7
+save "bn.safetensors"
+"""
+    rc, out, err = kiln(src)
+    check("CIFAR-10 batches train with batchnorm and dropout", rc == 0 and (metric(out, "accuracy") or 0) > 0.8,
+          out + err[-1500:])
+    if rc == 0:
+        w = weights(os.path.join(TMP, "bn.safetensors"))
+        mean, var = w.get("batchnorm.1.mean"), w.get("batchnorm.1.var")
+        check("batch norm's running statistics moved and were saved", mean is not None and var is not None and
+              np.abs(mean).sum() > 0 and not np.allclose(var, 1), str(sorted(w)))
+    src = """import "nn"
+data t = npy(["ids.npy", "cls.npy"])
+input ids : i32[B, 4]
+input y : i32[B]
+e = embedding(ids, 20, 8)
+logits = dense(flatten(e), 3)
+train mean(softmax_cross_entropy(logits, y)) on t with adam(lr=0.05), batch=40, epochs=8, seed=1
+evaluate accuracy(logits, y) on t.train
+"""
+    rc, out, err = kiln(src)
+    check("embedding lookup trains (scatter-add gradient)", rc == 0 and (metric(out, "accuracy") or 0) > 0.9,
+          out + err[-1500:])
+
+
+def t_checkpoints():
+    base = CSV_MODEL % ("adam(lr=0.01)", 4, "") + 'save "a.safetensors"\n'
+    rc, out, err = kiln(base, "--threads", "1")
+    acc = metric(out, "accuracy")
+    shutil.copy(os.path.join(TMP, "a.safetensors"), os.path.join(TMP, "a1.safetensors"))
+    rc2, out2, _ = kiln(base, "--threads", "1")
+    check("one seed gives bit-identical weights twice (1 thread)", rc == 0 and rc2 == 0 and
+          same_weights(os.path.join(TMP, "a.safetensors"), os.path.join(TMP, "a1.safetensors")))
+    w = weights(os.path.join(TMP, "a.safetensors"))
+    check("checkpoint holds parameters, optimizer state and names by call site",
+          {"dense.1.W", "dense.1.b", "dense.2.W", "dense.2.b", "optimizer.m.dense.1.W", "optimizer.v.dense.2.b"} <= set(w),
+          str(sorted(w)))
+    from safetensors import safe_open
+    with safe_open(os.path.join(TMP, "a.safetensors"), "np") as f:
+        meta = f.metadata()
+    check("checkpoint metadata (optimizer, step, epoch)", meta.get("optimizer") == "adam" and meta.get("epoch") == "4" and
+          meta.get("step") == str(4 * 16), str(meta))
+    # load into a fresh program: same evaluation, and printed values equal the file's
+    src = """import "nn"
+data d = csv(train="train.csv", test="test.csv")
+input x : f32[B, 6]
+input y : i32[B]
+logits = dense(relu(dense(x, 16)), 3)
+load "a.safetensors"
+evaluate accuracy(logits, y) on d.test
+"""
+    rc, out, err = kiln(src)
+    check("load restores the trained model (same accuracy)", rc == 0 and metric(out, "accuracy") == acc,
+          "%s vs %s %s" % (metric(out, "accuracy"), acc, err[-500:]))
+    # --resume: 2 epochs, then 2 more from the checkpoint == 4 epochs at once
+    two = CSV_MODEL % ("adam(lr=0.01)", 2, "")
+    rc1, _, e1 = kiln(two, "--threads", "1", "--checkpoint", "r.safetensors")
+    rc2, _, e2 = kiln(two, "--threads", "1", "--resume", "r.safetensors", "--epochs", "4", "--checkpoint", "r.safetensors")
+    rc3, _, e3 = kiln(two, "--threads", "1", "--epochs", "4", "--checkpoint", "full.safetensors")
+    check("--resume continues at epoch 3", rc2 == 0 and "epoch 3/4" in e2 and "epoch 1/4" not in e2, e2[-800:])
+    check("resumed training gives bit-identical weights to an uninterrupted run", rc1 == rc2 == rc3 == 0 and
+          same_weights(os.path.join(TMP, "r.safetensors"), os.path.join(TMP, "full.safetensors")), e1 + e2 + e3)
+    # Python's safetensors writes a file; Kiln loads it and prints the values.
+    from safetensors.numpy import save_file
+    W = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    save_file({"W": W, "b": np.array([0.5, -1.5, 2.0], np.float32)}, os.path.join(TMP, "py.safetensors"))
+    rc, out, err = kiln('param W : f32[2, 3]\nparam b : f32[3]\nload "py.safetensors"\nprint W, b\n')
+    got = re.findall(r"[-0-9.e]+", out)
+    check("a file written by Python's safetensors loads in Kiln", rc == 0 and
+          np.allclose([float(v) for v in got], list(W.ravel()) + [0.5, -1.5, 2.0], rtol=1e-5), out + err)
+    rc, out, err = kiln('param W : f32[3, 3]\nload "py.safetensors"\n')
+    check("loading a tensor of the wrong shape is an error", rc == 1 and "'W'" in err and "shape" in err, err)
+    rc, out, err = kiln('param V : f32[3]\nload "py.safetensors"\n')
+    check("a parameter missing from the file is an error", rc == 1 and "no tensor for 1 parameter: 'V'" in err, err)
+
+
+def t_interrupt():
+    big = CSV_MODEL % ("sgd(lr=0.01)", 100000, "")
+    path = os.path.join(TMP, "long.kiln")
+    with open(path, "w") as f:
+        f.write(big)
+    p = subprocess.Popen([KILN, "run", path, "--progress", "lines", "--checkpoint", "int.safetensors"], cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    ck = os.path.join(TMP, "int.safetensors")
+    while time.time() < deadline and not os.path.exists(ck):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check("Ctrl-C stops training with status 130 and saves a checkpoint", p.returncode == 130 and
+          "interrupted; checkpoint saved to int.safetensors" in err and os.path.exists(ck), "rc %s %s" % (p.returncode, err[-800:]))
+    check("the interrupted run's summary says where it stopped", "stopped" in err, err[-400:])
+    try:
+        weights(ck)
+        check("the interrupt checkpoint loads", True)
+    except Exception as e:  # noqa: BLE001
+        check("the interrupt checkpoint loads", False, str(e))
+
+
+def t_cli_and_output():
+    rc, out, err = kiln(CSV_MODEL % ("sgd(lr=0.1)", 5, ""), "--epochs", "2", "--batch", "100", "--lr", "0.2", "--seed", "9")
+    lines = [l for l in err.splitlines() if l.startswith("epoch ")]
+    check("--epochs overrides the train statement", rc == 0 and len(lines) == 2 and lines[-1].startswith("epoch 2/2"), err)
+    check("one summary line per epoch when stderr is not a terminal", all("ex/s" in l and "loss" in l for l in lines), err)
+    check("a final summary with time, throughput and the best metric",
+          re.search(r"trained 2 epochs in [0-9.]+ s \([0-9]+ ex/s\); best accuracy", err) is not None, err)
+    check("evaluate prints one 'name: value' line per metric", re.search(r"^accuracy: [0-9.]+\nloss: [0-9.]+$", out, re.M)
+          is not None, out)
+    rc, out, err = kiln(CSV_MODEL % ("adam(lr=0.01)", 2, ""), "--plot", "curves.png")
+    png = os.path.join(TMP, "curves.png")
+    if "without PLplot" in err:
+        check("--plot says when PLplot is missing", rc == 0, err)
+    else:
+        check("--plot writes a PNG", rc == 0 and os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", err)
+
+
+def t_errors():
+    cases = [
+        ('data d = idx("nowhere")\ninput x : f32[B, 4]\ninput y : i32[B]\nparam W : f32[4, 2]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d.train with sgd\n', "nowhere"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 5]\ninput y : i32[B]\nparam W : f32[5, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "examples of shape [6]"),
+        ('data d = npy(["x.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "has 1 column"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[4, 6]\ninput y : i32[4]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "batch size name"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train softmax_cross_entropy(x @ W, y) on d with sgd\n', "must be a scalar"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with rmsprop\n', "unknown optimizer"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epoch=3\n', "no option 'epoch'"),
+        ('data d = npy(["x.npy", "y.npy"])\nprint d.valid\n', "not .valid"),
+        ('data d = csv("bad.csv")\ninput x : f32[B, 2]\ninput y : i32[B]\nparam W : f32[2, 2]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "bad.csv:3"),
+        ('data d = idx(train=["idx/bad-images.gz", "idx/train-labels-idx1-ubyte.gz"])\ninput x : f32[B, 64]\n'
+         'input y : i32[B]\nparam W : f32[64, 2]\ntrain mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "magic"),
+    ]
+    with open(os.path.join(TMP, "bad.csv"), "w") as f:
+        f.write("1,2,0\n3,4,1\n5,x,1\n")
+    with gzip.open(os.path.join(TMP, "idx", "bad-images.gz"), "wb") as f:
+        f.write(b"\x01\x02\x08\x03" + b"\x00" * 40)
+    for i, (src, want) in enumerate(cases):
+        rc, out, err = kiln(src, name="err%d.kiln" % i)
+        located = re.search(r"err%d\.kiln:\d+:\d+: error: " % i, err) is not None
+        check("error %d names the problem (%s)" % (i, want), rc == 1 and want in err and located and "^" in err,
+              "rc %d\n%s" % (rc, err))
+
+
+def main():
+    if not KILN:
+        sys.stderr.write("usage: test_train.py PATH/TO/kiln [NAME]\n")
+        return 2
+    make_data()
+    t0 = time.time()
+    tests = [t_optimizers, t_formats, t_checkpoints, t_interrupt, t_cli_and_output, t_errors]
+    for t in tests:
+        if ONLY and ONLY not in t.__name__:
+            continue
+        try:
+            t()
+        except Exception as e:  # noqa: BLE001
+            check(t.__name__ + " ran", False, repr(e))
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    print("(%.1f s)" % (time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
