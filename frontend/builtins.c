@@ -511,7 +511,3 @@ const Builtin *builtin_find(const char *name) {
   return NULL;
 }
 
-const Builtin *builtin_table(int *n) {
-  *n = sizeof named / sizeof *named;
-  return named;
-}

@@ -168,6 +168,5 @@ struct Builtin {
   const char *usage;     // for errors and :help
 };
 const Builtin *builtin_find(const char *name);
-const Builtin *builtin_table(int *n);
 
 #endif
