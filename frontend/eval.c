@@ -710,6 +710,34 @@ static uint64_t name_seed(Ev *ev, const char *name) {
   return h;
 }
 
+// normal(std), normal(std=, mean=), uniform(a) (in [-a, a)), uniform(low=, high=) as
+// initializers: no shape (the parameter's), a stream from the parameter's name.
+// NULL when r is not that form (then normal(shape, ...) is the ordinary builtin).
+static Node *shapeless_random(Ev *ev, Env *env, AstNode *r, const char *scheme, Value *shadow, DType dt, int nd,
+                              Dim *shape, uint64_t seed) {
+  if (!scheme || shadow || r->kind != AST_CALL || (strcmp(scheme, "normal") && strcmp(scheme, "uniform"))) return NULL;
+  int normal = !strcmp(scheme, "normal");
+  double p[2] = {normal ? 0 : -1, 1};   // mean, std or low, high
+  const char *kw[2] = {normal ? "mean" : "low", normal ? "std" : "high"};
+  for (int i = 0; i < r->nitems; i++) {
+    AstNode *a = r->items[i];
+    Node *v = ev_raw(ev, eval(ev, env, a->kind == AST_KWARG ? a->lhs : a), a->span, "an initializer setting");
+    double x;
+    if (a->kind != AST_KWARG && (v->ndim || i > 0)) return NULL;   // normal([3, 4], ...): a shape
+    if (v->ndim || !ir_is_scalar_const(v, &x)) ev_fail(ev, a->span, "%s's settings must be constant numbers", scheme);
+    if (a->kind != AST_KWARG) { if (normal) p[1] = x; else { p[0] = -x; p[1] = x; } continue; }
+    if (!strcmp(a->str, kw[0])) p[0] = x;
+    else if (!strcmp(a->str, kw[1])) p[1] = x;
+    else if (!strcmp(a->str, "seed")) seed = (uint64_t)x;
+    else ev_fail(ev, a->span, "%s as an initializer takes %s= and %s=", scheme, kw[0], kw[1]);
+  }
+  if (!ir_is_float(dt)) ev_fail(ev, r->span, "%s initializes float parameters only", scheme);
+  IrCtx *c = ev->c;
+  Node *z = ir_rng(c, dt, nd, shape, seed, normal);
+  Node *scale = ir_scalar(c, dt, normal ? p[1] : p[1] - p[0]);
+  return ir_binary(c, OP_ADD, ir_binary(c, OP_MUL, z, scale), ir_scalar(c, dt, p[0]));
+}
+
 // The initializer's value as IR: named schemes, or any expression broadcast to the shape.
 static Node *param_init(Ev *ev, Env *env, AstNode *s, const char *name, DType dt, int nd, Dim *shape) {
   IrCtx *c = ev->c;
@@ -720,6 +748,8 @@ static Node *param_init(Ev *ev, Env *env, AstNode *s, const char *name, DType dt
   double fin, fout;
   fans(nd, shape, &fin, &fout);
   uint64_t seed = name_seed(ev, name);
+  Node *rnd = shapeless_random(ev, env, r, scheme, shadow, dt, nd, shape, seed);
+  if (rnd) return rnd;
   if (scheme && !shadow && (!strcmp(scheme, "glorot") || !strcmp(scheme, "he") || !strcmp(scheme, "lecun"))) {
     if (r->kind == AST_CALL && r->nitems) ev_fail(ev, r->span, "%s takes no arguments", scheme);
     if (!ir_is_float(dt)) ev_fail(ev, s->type_span, "%s initializes float parameters only", scheme);
