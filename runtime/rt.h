@@ -19,7 +19,8 @@
 //     rt_tensor_free(&t);
 //     rt_free_ctx(rt);
 //
-// Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c.
+// Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c. For training,
+// ckpt.h adds safetensors checkpoints and report.h progress, a metrics log and its plot.
 #ifndef KILN_RT_H
 #define KILN_RT_H
 
