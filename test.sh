@@ -26,9 +26,10 @@ suite() {
 }
 run_suites() {  # build dir, label
   local b=$1 l=$2
-  for t in jit runtime data parser autodiff passes api; do
+  for t in jit runtime data ckpt parser autodiff passes api; do
     [ -x "$b/tests/test_$t" ] && suite "$l $t" "$b/tests/test_$t" "$PWD/tests/golden"
   done
+  suite "$l safetensors" .venv/bin/python tests/test_safetensors.py "$b"
   suite "$l language" tests/run_lang.sh "$b/kiln"
   suite "$l repl" .venv/bin/python tests/test_repl.py "$b/kiln"
   suite "$l ops vs numpy" .venv/bin/python tests/test_ops.py "$b/kiln"

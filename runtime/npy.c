@@ -3,14 +3,13 @@
 // a Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 // padded with spaces and '\n' so the data starts on a 64-byte boundary, then the data.
 #include "rt.h"
+#include "private.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define MAX_HEADER (1 << 20)   // a sane header is a few hundred bytes
 
@@ -23,36 +22,9 @@ static int host_le(void) {
     return *(uint8_t *)&one == 1;
 }
 
-static int fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
-    if (!err || errlen == 0)
-        return -1;
-    int n = snprintf(err, errlen, "%s: ", path);
-    if (n >= 0 && (size_t)n < errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 //
 // Saving
 //
-
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 // Fills buf (at least 512 bytes) with the preamble and padded header; returns its length.
 static size_t make_header(char *buf, const RtTensor *t) {
@@ -81,62 +53,23 @@ static size_t make_header(char *buf, const RtTensor *t) {
     return 10 + hlen;
 }
 
-static void fsync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir)
-        return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);   // best effort: makes the rename durable
-        close(fd);
-    }
-    free(dir);
-}
-
 int rt_npy_save(const char *path, const RtTensor *t, char *err, size_t errlen) {
     if (rt_dtype_size(t->dtype) == 0 || t->ndim < 0 || t->ndim > RT_MAXDIM)
-        return fail(err, errlen, path, "invalid tensor (dtype %d, ndim %d)", t->dtype, t->ndim);
+        return rt_errf(err, errlen, path, "invalid tensor (dtype %d, ndim %d)", t->dtype, t->ndim);
     for (int i = 0; i < t->ndim; i++)
         if (t->shape[i] < 0)
-            return fail(err, errlen, path, "invalid tensor (negative dimension)");
+            return rt_errf(err, errlen, path, "invalid tensor (negative dimension)");
     size_t nbytes = rt_tensor_nbytes(t);
     if (nbytes > 0 && !t->data)
-        return fail(err, errlen, path, "tensor has no data");
+        return rt_errf(err, errlen, path, "tensor has no data");
 
     char head[512];
     size_t hn = make_header(head, t);
-    // A temporary name private to this thread, beside the target so rename is atomic.
-    size_t tlen = strlen(path) + 48;
-    char *tmp = malloc(tlen);
-    if (!tmp)
-        return fail(err, errlen, path, "out of memory");
-    snprintf(tmp, tlen, "%s.tmp.%d.%d", path, (int)getpid(), (int)gettid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
+    RtSaveFile f;
+    if (rt_save_begin(&f, path, err, errlen) || rt_save_write(&f, head, hn, err, errlen) ||
+        rt_save_write(&f, t->data, nbytes, err, errlen))
         return -1;
-    }
-    const char *what = NULL;
-    if (write_all(fd, head, hn) != 0 || write_all(fd, t->data, nbytes) != 0)
-        what = "write";
-    else if (fsync(fd) != 0)
-        what = "fsync";
-    int e = errno;
-    if (close(fd) != 0 && !what)
-        what = "close", e = errno;
-    if (!what && rename(tmp, path) != 0)
-        what = "rename", e = errno;
-    if (what) {
-        unlink(tmp);
-        fail(err, errlen, path, "%s failed: %s", what, strerror(e));
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    fsync_dir(path);
-    return 0;
+    return rt_save_commit(&f, err, errlen);
 }
 
 //
@@ -310,39 +243,39 @@ static void byteswap(void *data, uint64_t n, size_t size) {
 static int read_header(FILE *f, const char *path, Header *h, char *err, size_t errlen) {
     uint8_t pre[12];
     if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0)
-        return fail(err, errlen, path, "not a .npy file (bad magic)");
+        return rt_errf(err, errlen, path, "not a .npy file (bad magic)");
     size_t hlen;
     if (pre[6] == 1) {
         if (fread(pre + 8, 1, 2, f) != 2)
-            return fail(err, errlen, path, "truncated header");
+            return rt_errf(err, errlen, path, "truncated header");
         hlen = pre[8] | (size_t)pre[9] << 8;
     } else if (pre[6] == 2 || pre[6] == 3) {
         if (fread(pre + 8, 1, 4, f) != 4)
-            return fail(err, errlen, path, "truncated header");
+            return rt_errf(err, errlen, path, "truncated header");
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     } else {
-        return fail(err, errlen, path, "unsupported .npy version %d.%d", pre[6], pre[7]);
+        return rt_errf(err, errlen, path, "unsupported .npy version %d.%d", pre[6], pre[7]);
     }
     if (hlen > MAX_HEADER)
-        return fail(err, errlen, path, "header too large (%zu bytes)", hlen);
+        return rt_errf(err, errlen, path, "header too large (%zu bytes)", hlen);
     char *s = malloc(hlen + 1);
     if (!s)
-        return fail(err, errlen, path, "out of memory");
+        return rt_errf(err, errlen, path, "out of memory");
     if (fread(s, 1, hlen, f) != hlen) {
         free(s);
-        return fail(err, errlen, path, "truncated header");
+        return rt_errf(err, errlen, path, "truncated header");
     }
     char msg[160];
     int rc = parse_header(s, hlen, h, msg, sizeof msg);
     free(s);
     if (rc)
-        return fail(err, errlen, path, "%s", msg);
+        return rt_errf(err, errlen, path, "%s", msg);
     // Fortran order is C order when at most one dimension is longer than 1.
     int big = 0;
     for (int i = 0; i < h->ndim; i++)
         big += h->shape[i] > 1;
     if (h->fortran && big > 1)
-        return fail(err, errlen, path, "fortran_order arrays are not supported (save C order)");
+        return rt_errf(err, errlen, path, "fortran_order arrays are not supported (save C order)");
     return 0;
 }
 
@@ -350,7 +283,7 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
     *out = (RtTensor){0};
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, path, "%s", strerror(errno));
+        return rt_errf(err, errlen, path, "%s", strerror(errno));
     Header h = {0};
     if (read_header(f, path, &h, err, errlen) != 0) {
         fclose(f);
@@ -362,7 +295,7 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
     for (int i = 0; i < h.ndim; i++) {
         if (h.shape[i] && numel > maxel / (uint64_t)h.shape[i]) {
             fclose(f);
-            return fail(err, errlen, path, "shape too large");
+            return rt_errf(err, errlen, path, "shape too large");
         }
         numel *= (uint64_t)h.shape[i];
     }
@@ -372,19 +305,19 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && pos >= 0 &&
         (uint64_t)(st.st_size - pos) < nbytes) {
         fclose(f);
-        return fail(err, errlen, path, "truncated data: expected %llu bytes, found %llu",
+        return rt_errf(err, errlen, path, "truncated data: expected %llu bytes, found %llu",
                     (unsigned long long)nbytes, (unsigned long long)(st.st_size - pos));
     }
     RtTensor t = rt_tensor_new(h.dtype, h.ndim, h.shape);
     if (!t.data) {
         fclose(f);
-        return fail(err, errlen, path, "cannot allocate %llu bytes", (unsigned long long)nbytes);
+        return rt_errf(err, errlen, path, "cannot allocate %llu bytes", (unsigned long long)nbytes);
     }
     size_t got = fread(t.data, 1, (size_t)nbytes, f);
     fclose(f);
     if (got != nbytes) {
         rt_tensor_free(&t);
-        return fail(err, errlen, path, "truncated data: expected %llu bytes, found %zu",
+        return rt_errf(err, errlen, path, "truncated data: expected %llu bytes, found %zu",
                     (unsigned long long)nbytes, got);
     }
     if (h.swap)

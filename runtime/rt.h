@@ -19,8 +19,9 @@
 //     rt_tensor_free(&t);
 //     rt_free_ctx(rt);
 //
-// Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c.
-// Data sets and mini-batches (data.c, csv.c, batch.c) have their own header, data.h.
+// Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c. For training,
+// data.h adds data sets and mini-batches (data.c, csv.c, batch.c), ckpt.h safetensors
+// checkpoints, and report.h progress, a metrics log and its plot.
 #ifndef KILN_RT_H
 #define KILN_RT_H
 

@@ -1,0 +1,65 @@
+// private.h: what the runtime's files share with each other and nothing outside uses.
+#ifndef KILN_RT_PRIVATE_H
+#define KILN_RT_PRIVATE_H
+
+#include <stddef.h>
+
+//
+// file.c: error messages about files, and files written atomically
+//
+
+// Writes "path: <fmt ...>" into err (which may be NULL) and returns -1.
+int rt_errf(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+// A file written beside its final path and renamed over it only when complete, so a
+// reader sees the old file or the new one, never a part. Usage:
+//     RtSaveFile s;
+//     if (rt_save_begin(&s, path, err, errlen) || rt_save_write(&s, buf, n, err, errlen))
+//         return -1;   // the temporary file is already gone
+//     return rt_save_commit(&s, err, errlen);
+// Any failure removes the temporary file and leaves an existing file at path untouched;
+// after it, later calls on s fail quietly.
+typedef struct {
+    int fd;   // -1 once committed or aborted
+    char *tmp;   // path ".tmp." pid "." tid
+    const char *path;
+} RtSaveFile;
+
+int rt_save_begin(RtSaveFile *s, const char *path, char *err, size_t errlen);
+int rt_save_write(RtSaveFile *s, const void *buf, size_t n, char *err, size_t errlen);
+// fsync, close, rename over path, fsync the directory.
+int rt_save_commit(RtSaveFile *s, char *err, size_t errlen);
+void rt_save_abort(RtSaveFile *s);
+
+//
+// plot.c: line charts as PNG (PLplot), or an error when built without it
+//
+
+typedef enum {
+    PLOT_FAINT,    // thin and light: raw per-step values
+    PLOT_LINE,     // a solid line
+    PLOT_MARKED,   // a solid line with a marker on each point
+} PlotStyle;
+
+typedef struct {
+    const char *name;   // legend text
+    PlotStyle style;
+    int n;
+    const double *x, *y;   // non-finite points are skipped
+} PlotSeries;
+
+#define PLOT_MAXSERIES 24   // per panel; more are left out
+
+typedef struct {
+    const char *xlabel, *ylabel;
+    int xwhole;   // x values are whole numbers (epochs): no ticks at 1.5
+    int n;
+    const PlotSeries *s;
+} PlotPanel;
+
+// Panels stacked top to bottom, the title above the first. Writes png_path atomically.
+int rt_plot_png(const char *png_path, const char *title, const PlotPanel *panels, int npanels,
+                char *err, size_t errlen);
+
+#endif
