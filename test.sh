@@ -34,6 +34,8 @@ run_suites() {  # build dir, label
   suite "$l repl" .venv/bin/python tests/test_repl.py "$b/kiln"
   suite "$l ops vs numpy" .venv/bin/python tests/test_ops.py "$b/kiln"
   suite "$l gradcheck" .venv/bin/python tests/test_gradcheck.py "$b/kiln"
+  suite "$l nn ops" .venv/bin/python tests/test_nn.py "$b/kiln"
+  suite "$l training" .venv/bin/python tests/test_train.py "$b/kiln"
 }
 # A private compile cache, so tests see the compiler run and nothing stale.
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
@@ -48,6 +50,8 @@ if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
     suite "cc-fallback language" tests/run_lang.sh build-cc/kiln
     suite "cc-fallback ops vs numpy" .venv/bin/python tests/test_ops.py build-cc/kiln
     suite "cc-fallback gradcheck" .venv/bin/python tests/test_gradcheck.py build-cc/kiln
+    suite "cc-fallback nn ops" .venv/bin/python tests/test_nn.py build-cc/kiln
+    suite "cc-fallback training" .venv/bin/python tests/test_train.py build-cc/kiln
   else
     total_fail=$((total_fail + 1)); echo "FAIL the -Djit=cc build"
   fi
