@@ -710,7 +710,8 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   for (int i = 0; i <= OPT_NSCALARS; i++) rt_tensor_free(&st.scalars[i]);
   free(st.out); free(st.out_dst); free(st.in_val); free(st.in_col); free(st.ins); free(in); free(ev_vals);
   rt_batcher_free(b);
-  finish_run(ev, mx, pg, stopped, s->span.src->name);
+  const char *title = strrchr(s->span.src->name, '/');
+  finish_run(ev, mx, pg, stopped, title ? title + 1 : s->span.src->name);
   if (stopped) {
     if (ts.checkpoint && !save_checkpoint(ev, ts.checkpoint, err, sizeof err))
       fprintf(stderr, "kiln: interrupted; checkpoint saved to %s (continue with --resume %s)\n", ts.checkpoint, ts.checkpoint);
