@@ -66,6 +66,7 @@ typedef struct {
   double lr;
   uint64_t seed;
   const char *log, *plot, *resume, *checkpoint;
+  int64_t max_steps, eval_examples;   // quick checks: stop training / evaluation early
   int progress;              // -1: a bar when stderr is a terminal; 0: lines; 1: bar
 } TrainOpts;
 

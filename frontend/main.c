@@ -33,6 +33,8 @@ static const char usage[] =
   "  --checkpoint FILE         save a checkpoint after every epoch and on Ctrl-C\n"
   "  --resume FILE             continue from a checkpoint (parameters, optimizer state, epoch)\n"
   "  --progress bar|lines      progress display on stderr (default: a bar on a terminal)\n"
+  "  --max-steps N             quick check: end each train statement after N steps\n"
+  "  --eval-examples N         quick check: evaluate on the first N examples only\n"
   "\n"
   "environment: KILN_CACHE_DIR (compile cache; empty disables), KILN_JIT=llvm|cc,\n"
   "KILN_THREADS, KILN_LIB_DIR (where import finds libraries)\n";
@@ -71,6 +73,8 @@ static int train_opt(int argc, char **argv, int *i, TrainOpts *t) {
   if ((v = value_of(argc, argv, i, "--epochs"))) { if (number("--epochs", v, 1, &x)) return -1; t->epochs = (int)x; return 1; }
   if ((v = value_of(argc, argv, i, "--batch"))) { if (number("--batch", v, 1, &x)) return -1; t->batch = (int)x; return 1; }
   if ((v = value_of(argc, argv, i, "--lr"))) { if (number("--lr", v, 1e-300, &x)) return -1; t->lr = x; return 1; }
+  if ((v = value_of(argc, argv, i, "--max-steps"))) { if (number("--max-steps", v, 1, &x)) return -1; t->max_steps = (int64_t)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--eval-examples"))) { if (number("--eval-examples", v, 1, &x)) return -1; t->eval_examples = (int64_t)x; return 1; }
   if ((v = value_of(argc, argv, i, "--log"))) { t->log = v; return 1; }
   if ((v = value_of(argc, argv, i, "--plot"))) { t->plot = v; return 1; }
   if ((v = value_of(argc, argv, i, "--checkpoint"))) { t->checkpoint = v; return 1; }

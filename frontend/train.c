@@ -222,8 +222,8 @@ static void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   RtTensor cols[RT_DATA_MAXCOL], *in = calloc(m->nin + 1, sizeof *in), *out = calloc(m->n + 1, sizeof *out);
   double *sum = calloc(m->n + 1, sizeof *sum);
   if (!in || !out || !sum) abort();
-  int64_t got, total = 0;
-  while ((got = rt_batcher_next(b, cols)) > 0) {
+  int64_t got, total = 0, limit = ev->topts.eval_examples;
+  while ((!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
     for (int i = 0; i < m->nin; i++) {
       Node *x = m->ins[i];
       in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(ev, x) : as_input(&cols[col[i]], x);
@@ -665,9 +665,10 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once
   interrupt_flag = 0;
   sigaction(SIGINT, &sa, &old);
-  int stopped = 0, first = 1;
+  int stopped = 0, first = 1, cut = 0;
+  int64_t steps_here = 0;
   double *ev_vals = calloc(em.n + 1, sizeof(double));
-  for (int epoch = t->epoch; epoch < ts.epochs && !stopped; epoch++) {
+  for (int epoch = t->epoch; epoch < ts.epochs && !stopped && !cut; epoch++) {
     rt_batcher_start(b, epoch);
     rt_progress_epoch_begin(pg, epoch + 1, ts.epochs, nb, ds->n);
     int64_t got, done = 0, seen = 0;
@@ -694,6 +695,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
       rt_progress_step(pg, done, seen, l);
       rt_metrics_step(mx, epoch + 1, t->step, l, lr);
       if (interrupt_flag) { stopped = 1; break; }
+      if (ev->topts.max_steps && ++steps_here >= ev->topts.max_steps) { cut = 1; break; }
     }
     if (stopped) break;
     t->epoch = epoch + 1;
