@@ -235,7 +235,21 @@ static Value b_accuracy(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(chk(ev, ir_binary(c, OP_DIV, ir_reduce(c, OP_SUM, f, all, 0), bi_count(ev, f, all, DT_F32)), a));
 }
 
+// parameter("dense.1.W"): a parameter or state tensor by its full name (layer
+// parameters have no variable of their own outside the layer).
+static Value b_parameter(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"name", NULL};
+  bi_check(ev, b, a, 1, kws);
+  Span sp;
+  Value v = bi_need(ev, b, a, 0, "name", &sp);
+  if (v.kind != V_STR) ev_fail(ev, sp, "parameter needs a name in quotes, like \"dense.1.W\"");
+  for (int i = ev->nparams - 1; i >= 0; i--)
+    if (!strcmp(ev->params[i].node->a.name, v.s)) return ev_tval(ev->params[i].node);
+  ev_fail(ev, sp, "no parameter is named '%s'", v.s);
+}
+
 static const Builtin nn_table[] = {
+  {"parameter", b_parameter, 0, "parameter(name)"},
   {"conv2d", b_conv2d, 0, "conv2d(x, w, stride=1, pad=0, dilation=1)  (pad: \"same\", \"valid\", k or [kh, kw])"},
   {"maxpool2d", b_pool2d, 0, "maxpool2d(x, k, stride=k, pad=0)"},
   {"avgpool2d", b_pool2d, 0, "avgpool2d(x, k, stride=k, pad=0)"},
