@@ -145,6 +145,24 @@ def forward(S, rng):
     S.add("batch_norm outside training uses running statistics", setup,
           "batch_norm(%s, m, v, %s, %s)" % (lit(xb), lit(g), lit(b)), expect_close(want, rtol=1e-5, atol=1e-5))
     S.add("training() is false outside a training step", [], "training()", expect_close(False))
+    # layers: parameters named by call site, name= and nesting
+    setup = ['import "nn"', "x = ones([2, 3])", "h1 = dense(x, 4)", "h2 = dense(h1, 5, name=\"head\")",
+             "fn block(h) { dense(dense(h, 2), 3) }", "h3 = block(x)", "h4 = dense(x, 6)"]
+    for pname, shape in (("dense.1.W", (3, 4)), ("head.W", (4, 5)), ("block.1.dense.1.W", (3, 2)),
+                         ("block.1.dense.2.b", (3,)), ("dense.2.W", (3, 6))):
+        S.add("layer parameter %s" % pname, setup, "shape(parameter(\"%s\"))" % pname, expect_close(list(shape)))
+    # (checks share one session, so this one names its layer: a name always means the latest)
+    S.add("dense is x @ W + b", ['import "nn"', "x = ones([2, 3])", "h1 = dense(x, 4, name=\"t1\")"],
+          "h1 - (x @ parameter(\"t1.W\") + parameter(\"t1.b\"))",
+          expect_close(np.zeros((2, 4))))
+    S.add("conv layer keeps the size with pad same", ['import "nn"', "x = ones([2, 3, 9, 7])"], "shape(conv(x, 4, 3))",
+          expect_close([2, 4, 9, 7]))
+    S.add("conv layer with stride and valid padding", ['import "nn"', "x = ones([2, 3, 9, 7])"],
+          "shape(conv(x, 4, 3, stride=2, pad=\"valid\"))", expect_close([2, 4, 4, 3]))
+    S.add("embedding layer", ['import "nn"', "e = embedding(cast([[1, 2], [3, 0]], i32), 5, 4)"],
+          "shape(e)", expect_close([2, 2, 4]))
+    S.add("batchnorm layer outside training: identity at init", ['import "nn"', "x = %s" % lit(xb)],
+          "batchnorm(x)", expect_close(xb / np.sqrt(1 + 1e-5), rtol=1e-5, atol=1e-6))
 
 
 def gradients(S, rng):
