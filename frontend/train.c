@@ -297,6 +297,7 @@ static const char *path_arg(Ev *ev, AstNode *s) {
 
 void ev_exec_save(Ev *ev, AstNode *s) {
   char err[1024];
+  if (ev->pipe.dump_after || ev->pipe.emit_c) return;   // kiln ir / emit-c trained nothing: keep the file
   if (save_checkpoint(ev, path_arg(ev, s), err, sizeof err)) ev_fail(ev, s->span, "%s", err);
 }
 

@@ -125,6 +125,11 @@ evaluate accuracy(logits, y), loss on d.test
 """
 
 
+def json_list(text):
+    import json
+    return json.loads(text)
+
+
 def weights(path):
     from safetensors.numpy import load_file
     return load_file(path)
@@ -208,7 +213,7 @@ evaluate accuracy(logits, y) on t.train
 
 
 def t_checkpoints():
-    base = CSV_MODEL % ("adam(lr=0.01)", 4, "") + 'save "a.safetensors"\n'
+    base = CSV_MODEL % ("adam(lr=0.01)", 4, "") + 'save "a.safetensors"\nprint parameter("dense.2.W")\n'
     rc, out, err = kiln(base, "--threads", "1")
     acc = metric(out, "accuracy")
     shutil.copy(os.path.join(TMP, "a.safetensors"), os.path.join(TMP, "a1.safetensors"))
@@ -216,6 +221,10 @@ def t_checkpoints():
     check("one seed gives bit-identical weights twice (1 thread)", rc == 0 and rc2 == 0 and
           same_weights(os.path.join(TMP, "a.safetensors"), os.path.join(TMP, "a1.safetensors")))
     w = weights(os.path.join(TMP, "a.safetensors"))
+    printed = np.array(json_list(out.strip().splitlines()[-1]))
+    check("Python's safetensors reads the values Kiln trained", "dense.2.W" in w and
+          printed.shape == w["dense.2.W"].shape and np.allclose(printed, w["dense.2.W"], rtol=1e-5, atol=1e-7),
+          out[-400:])
     check("checkpoint holds parameters, optimizer state and names by call site",
           {"dense.1.W", "dense.1.b", "dense.2.W", "dense.2.b", "optimizer.m.dense.1.W", "optimizer.v.dense.2.b"} <= set(w),
           str(sorted(w)))
@@ -232,10 +241,13 @@ input y : i32[B]
 logits = dense(relu(dense(x, 16)), 3)
 load "a.safetensors"
 evaluate accuracy(logits, y) on d.test
+print parameter("dense.2.W")
 """
-    rc, out, err = kiln(src)
-    check("load restores the trained model (same accuracy)", rc == 0 and metric(out, "accuracy") == acc,
-          "%s vs %s %s" % (metric(out, "accuracy"), acc, err[-500:]))
+    rc, out2, err = kiln(src)
+    check("load restores the trained model (same accuracy)", rc == 0 and metric(out2, "accuracy") == acc,
+          "%s vs %s %s" % (metric(out2, "accuracy"), acc, err[-500:]))
+    check("save then load gives the same parameter values", rc == 0 and
+          out2.strip().splitlines()[-1] == out.strip().splitlines()[-1], out2[-300:])
     # --resume: 2 epochs, then 2 more from the checkpoint == 4 epochs at once
     two = CSV_MODEL % ("adam(lr=0.01)", 2, "")
     rc1, _, e1 = kiln(two, "--threads", "1", "--checkpoint", "r.safetensors")
