@@ -16,7 +16,13 @@ static const char prelude[] =
   "extern float rt_rand_uniform_f32(uint64_t seed, uint64_t i);\n"
   "extern double rt_rand_uniform_f64(uint64_t seed, uint64_t i);\n"
   "extern float rt_rand_normal_f32(uint64_t seed, uint64_t i);\n"
-  "extern double rt_rand_normal_f64(uint64_t seed, uint64_t i);\n";
+  "extern double rt_rand_normal_f64(uint64_t seed, uint64_t i);\n"
+  "extern void rt_gemm_f32(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, int64_t a_batch,\n"
+  "  int64_t a_rs, int64_t a_cs, const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, float *c, int64_t c_batch,\n"
+  "  int64_t c_rs, int64_t c_cs, float beta);\n"
+  "extern void rt_gemm_f64(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const double *a, int64_t a_batch,\n"
+  "  int64_t a_rs, int64_t a_cs, const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, double *c, int64_t c_batch,\n"
+  "  int64_t c_rs, int64_t c_cs, double beta);\n";
 
 static void begin_kernel(Gen *g, const Kernel *K, int k) {
   const Schedule *s = g->s;
@@ -152,7 +158,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
 // A strided view: offset and per-axis strides of n over its buffer (sched_view_base).
 static int view_of(const Schedule *s, Node *n, char *off, char (*st)[96]) {
   int b = sched_buf(s, n);
-  if (b >= 0 || n->op == OP_RESHAPE) {
+  if (b >= 0 || (n->op == OP_RESHAPE && sched_buf(s, n->src[0]) >= 0)) {
     Node *shape_of = n;
     if (b < 0) b = sched_buf(s, n->src[0]);
     strcpy(off, "0");
@@ -170,6 +176,15 @@ static int view_of(const Schedule *s, Node *n, char *off, char (*st)[96]) {
     for (int d = 0; d < n->ndim; d++)
       strcpy(st[d], dim_is(src->shape[d], 1) && !dim_is(n->shape[d], 1) ? "0" : sst[d]);
     break;
+  case OP_RESHAPE: {   // a unit reshape (sched_unit_reshape): the other axes keep their strides
+    int j = 0;
+    for (int d = 0; d < n->ndim; d++) {
+      if (dim_is(n->shape[d], 1)) { strcpy(st[d], "0"); continue; }
+      while (dim_is(src->shape[j], 1)) j++;
+      strcpy(st[d], sst[j++]);
+    }
+    break;
+  }
   case OP_SLICE: {
     char o2[256];
     for (int d = 0; d < n->ndim; d++) {
@@ -230,6 +245,71 @@ static void matmul_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   end_kernel(g);
   cg_prod(work, 128, n->shape, 0, nd - 1);
   snprintf(grain, 128, "(65536 / (%s*%s + 1) + 1)", N, KK);
+}
+
+// Matrix product through the runtime (lower.c's MM_GEMM): a function the host
+// calls, one rt_gemm_* call whose batch is the last batch axis (in a loop over
+// any batch axes before it). Operands are read through their views' strides,
+// so a transpose is swapped strides and a broadcast a stride of 0, never a copy.
+static void gemm_kernel(Gen *g, const Kernel *K, int k) {
+  Node *n = K->node, *a = n->src[0], *bm = n->src[1];
+  int nd = n->ndim, x = nd - 3;   // x: rt_gemm's batch axis
+  const char *T = cg_ctype(n->dtype), *fn = n->dtype == DT_F64 ? "rt_gemm_f64" : "rt_gemm_f32";
+  char M[64], N[64], KK[64], B[64], mn[128], outer[128], d[64];
+  cg_dim(M, sizeof M, n->shape[nd - 2]);
+  cg_dim(N, sizeof N, n->shape[nd - 1]);
+  cg_dim(KK, sizeof KK, a->shape[nd - 1]);
+  cg_prod(mn, sizeof mn, n->shape, nd - 2, nd);
+  str_put(g->out, "\n// k%d: matmul (gemm)\nstatic void kern%d_gemm(void *rt, const Args *A) {\n", k, k);
+  g->ind = 1;
+  cg_line(g, "const int64_t *D = A->D; (void)D;");
+  cg_line(g, "%s *c = A->b[%d];", T, K->out);
+  int ba = declare_view(g, a, "a");
+  int bb = declare_view(g, bm, "b");
+  cg_line(g, "const %s *pa = A->b[%d], *pb = A->b[%d];", T, ba, bb);
+  if (nd == 2) {
+    cg_line(g, "%s(rt, 1, %s, %s, %s, pa + aoff, 0, as0, as1, pb + boff, 0, bs0, bs1, c, 0, %s, 1, 0);", fn, M, N, KK, N);
+    end_kernel(g);
+    return;
+  }
+  cg_dim(B, sizeof B, n->shape[x]);
+  if (nd > 3) {
+    cg_prod(outer, sizeof outer, n->shape, 0, x);
+    cg_line(g, "for (int64_t o = 0; o < %s; o++) {", outer);
+    g->ind++;
+    cg_line(g, "int64_t q = o, ao = aoff, bo = boff;");
+    for (int y = x - 1; y >= 0; y--) {
+      cg_dim(d, sizeof d, n->shape[y]);
+      cg_line(g, "{ int64_t i = q %% %s; q /= %s; ao += i*as%d; bo += i*bs%d; }", d, d, y, y);
+    }
+    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + ao, as%d, as%d, as%d, pb + bo, bs%d, bs%d, bs%d,", fn, B, M, N, KK, x,
+            x + 1, x + 2, x, x + 1, x + 2);
+    cg_line(g, "    c + o*%s*%s, %s, %s, 1, 0);", B, mn, mn, N);
+    g->ind--;
+    cg_line(g, "}");
+  } else {
+    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + aoff, as0, as1, as2, pb + boff, bs0, bs1, bs2, c, %s, %s, 1, 0);", fn, B, M,
+            N, KK, mn, N);
+  }
+  end_kernel(g);
+}
+
+// The host's call of a matrix product kernel, by lower.c's strategy; MM_BY_SIZE
+// emits both lowerings and picks one by the product's size at run time.
+static void matmul_host(Gen *g, Str *host, const Kernel *K, int k) {
+  char work[128], grain[128], size[256];
+  if (K->strategy != MM_GEMM) matmul_kernel(g, K, k, work, grain);
+  if (K->strategy != MM_LOOPS) gemm_kernel(g, K, k);
+  if (K->strategy == MM_GEMM) {
+    str_put(host, "  kern%d_gemm(rt, &A);\n", k);
+  } else if (K->strategy == MM_BY_SIZE) {
+    Dim f[IR_MAXDIM + 3];
+    cg_prod(size, sizeof size, f, 0, sched_mm_work(K->node, f));
+    str_put(host, "  if (%s >= %" PRId64 ") kern%d_gemm(rt, &A);\n", size, K->gemm_from, k);
+    str_put(host, "  else rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
+  } else {
+    str_put(host, "  rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
+  }
 }
 
 // Row ops along one axis: max, sum of exponentials, then the op's output.
@@ -367,7 +447,7 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
     switch (K->kind) {
     case KS_EW: ew_kernel(&g, K, k, work, grain); break;
     case KS_REDUCE: reduce_kernel(&g, K, k, work, grain); break;
-    case KS_MATMUL: matmul_kernel(&g, K, k, work, grain); break;
+    case KS_MATMUL: matmul_host(&g, &host, K, k); continue;
     case KS_ROW: row_kernel(&g, K, k, work, grain); break;
     case KS_SCATTER: scatter_kernel(&g, K, k, work, grain); break;
     }

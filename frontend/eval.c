@@ -931,6 +931,7 @@ Ev *ev_new(FILE *out, Diag *diag) {
   ev->globals = env_new(ev, NULL);
   ev->pipe.c = ev->c;
   ev->pipe.dump = stdout;
+  ev->pipe.lower = pipe_lower_opts();
   return ev;
 }
 

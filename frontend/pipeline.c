@@ -14,6 +14,8 @@ int pipe_stage_ok(const char *name) {
   return 0;
 }
 
+LowerOpts pipe_lower_opts(void) { return (LowerOpts){.gemm = rt_have_blis()}; }
+
 static int stop_at(Pipe *p, const char *stage, IrGraph *g, Schedule *s) {
   if (!p->dump_after || strcmp(p->dump_after, stage)) return 0;
   if (s) sched_print(p->dump, s);
@@ -33,6 +35,8 @@ static JitSymbol runtime_symbols[] = {
   {"rt_rand_uniform_f64", (void *)rt_rand_uniform_f64},
   {"rt_rand_normal_f32", (void *)rt_rand_normal_f32},
   {"rt_rand_normal_f64", (void *)rt_rand_normal_f64},
+  {"rt_gemm_f32", (void *)rt_gemm_f32},
+  {"rt_gemm_f64", (void *)rt_gemm_f64},
 };
 
 Jit *pipe_jit_new(char *err, size_t errlen) {
@@ -49,7 +53,7 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   }
   Schedule *s = pass_fuse(p->c, g);
   if (stop_at(p, "fuse", g, s)) { sched_free(s); return NULL; }
-  pass_lower(s);
+  pass_lower(s, &p->lower);
   if (stop_at(p, "lower", g, s)) { sched_free(s); return NULL; }
   pass_plan(s);
   if (stop_at(p, "plan", g, s)) { sched_free(s); return NULL; }

@@ -17,6 +17,7 @@ typedef struct {
   const char *dump_after;   // stage name: print the graph there and stop
   FILE *dump;
   int emit_c;               // print the generated C to dump and stop
+  LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
 } Pipe;
 
 typedef struct {
@@ -30,6 +31,8 @@ typedef struct {
 } Program;
 
 int pipe_stage_ok(const char *name);
+// The lowering options this runtime supports: rt_gemm on BLIS when built with it.
+LowerOpts pipe_lower_opts(void);
 // A JIT that knows the runtime's symbols.
 Jit *pipe_jit_new(char *err, size_t errlen);
 // Optimize, schedule, emit and JIT g. NULL on error (message in err) and

@@ -2,18 +2,51 @@
 #include "sched.h"
 #include <stdlib.h>
 
+int sched_unit_reshape(const Node *n) {
+  const Node *s = n->src[0];
+  int i = 0, j = 0;
+  for (;;) {
+    while (i < n->ndim && dim_is(n->shape[i], 1)) i++;
+    while (j < s->ndim && dim_is(s->shape[j], 1)) j++;
+    if (i == n->ndim || j == s->ndim) return i == n->ndim && j == s->ndim;
+    if (!dim_eq(n->shape[i++], s->shape[j++])) return 0;
+  }
+}
+
 int sched_view_base(const Schedule *s, Node *n, Node **base) {
   for (;;) {
     if (sched_buf(s, n) >= 0) { *base = n; return 1; }
     switch (n->op) {
     case OP_TRANSPOSE: case OP_BROADCAST: case OP_SLICE: n = n->src[0]; break;
     case OP_RESHAPE:
-      if (sched_buf(s, n->src[0]) < 0) return 0;
-      *base = n->src[0];
-      return 1;
+      if (sched_buf(s, n->src[0]) >= 0) { *base = n->src[0]; return 1; }
+      if (!sched_unit_reshape(n)) return 0;
+      n = n->src[0];
+      break;
     default: return 0;
     }
   }
+}
+
+int sched_mm_shared_rhs(const Node *mm) {
+  Node *b = mm->src[1];
+  int batched = 0;
+  if (b->op != OP_BROADCAST) return 0;
+  for (int d = 0; d < mm->ndim - 2; d++) {
+    if (!dim_is(b->src[0]->shape[d], 1)) return 0;
+    batched |= !dim_is(mm->shape[d], 1);
+  }
+  return batched;
+}
+
+int sched_mm_work(const Node *mm, Dim *factors) {
+  int nd = mm->ndim, n = 0;
+  if (sched_mm_shared_rhs(mm))
+    for (int d = 0; d < nd - 2; d++) factors[n++] = mm->shape[d];
+  factors[n++] = mm->shape[nd - 2];
+  factors[n++] = mm->shape[nd - 1];
+  factors[n++] = mm->src[0]->shape[nd - 1];
+  return n;
 }
 
 static const char *kind_name[] = {"elementwise", "reduce", "matmul", "row", "scatter"};
@@ -35,7 +68,7 @@ void sched_print(FILE *f, const Schedule *s) {
     fprintf(f, "k%d %s -> buf%d reads", k, kind_name[K->kind], K->out);
     for (int r = 0; r < K->nreads; r++) fprintf(f, " buf%d", K->reads[r]);
     if (K->inplace) fprintf(f, " (in place)");
-    if (K->why) fprintf(f, " [%s]", K->why);
+    if (K->why[0]) fprintf(f, " [%s]", K->why);
     fputs("\n    ", f);
     ir_print_node(f, c, K->node);
   }

@@ -7,7 +7,9 @@
 
 typedef enum { KS_EW, KS_REDUCE, KS_MATMUL, KS_ROW, KS_SCATTER } KernelKind;
 typedef enum { BUF_INPUT, BUF_CONST, BUF_OUTPUT, BUF_TEMP } BufKind;
-typedef enum { MM_LOOPS } MatmulStrategy;   // more lowerings join here (BLIS, ...)
+// How lower.c lowers a matrix product: generated loops; a call to the runtime's
+// rt_gemm_* (BLIS); or, for a symbolic size, both, chosen per run by the size.
+typedef enum { MM_LOOPS, MM_GEMM, MM_BY_SIZE } MatmulStrategy;
 
 typedef struct {
   BufKind kind;
@@ -22,7 +24,8 @@ typedef struct {
   Node *node;        // the value this kernel computes (operands fused in where not materialized)
   int out;           // destination buffer
   int strategy;      // lower.c's choice for KS_MATMUL
-  const char *why;   // and the reason, for `kiln ir --after=lower`
+  char why[160];     // and the reason, for `kiln ir --after=lower` ("" if none)
+  int64_t gemm_from; // MM_BY_SIZE: rt_gemm once sched_mm_work's product reaches this
   int *reads; int nreads;   // buffers read
   int inplace;       // writes over the buffer of reads[inplace-1] (plan.c), 0 if not
   int copy;          // copies node's own buffer into an output buffer
@@ -40,9 +43,20 @@ typedef struct {
 } Schedule;
 
 // A strided view: n read as base[offset + sum(idx[d] * stride[d])].
-// Returns 1 if n is a chain of TRANSPOSE/BROADCAST/SLICE (and a RESHAPE right
-// above the buffer) over a node that has a buffer; base is that node.
+// Returns 1 if n is a chain of TRANSPOSE/BROADCAST/SLICE and unit reshapes (and
+// any RESHAPE right above the buffer) over a node that has a buffer; base is
+// that node. So `[N, M, K] @ transpose(W)`, whose broadcast puts a reshape to
+// [1, K, P] over the transpose, still reads W in place.
 int sched_view_base(const Schedule *s, Node *n, Node **base);
+// A RESHAPE that only adds or drops axes of length 1: every other axis keeps
+// its stride, so it is a view of whatever its operand is a view of.
+int sched_unit_reshape(const Node *n);
+// A batched matmul whose right operand is one matrix broadcast over every batch
+// axis (a weight shared by a mini-batch): rt_gemm runs the batch as one product.
+int sched_mm_shared_rhs(const Node *mm);
+// The multiply-adds of one rt_gemm product of matmul mm, as dimensions to multiply:
+// [batch axes...,] m, n, k, with the batch axes when sched_mm_shared_rhs. Returns the count.
+int sched_mm_work(const Node *mm, Dim *factors);
 static inline int sched_buf(const Schedule *s, const Node *n) { return n->id < s->nid ? s->buf_of[n->id] : -1; }
 void sched_print(FILE *f, const Schedule *s);
 void sched_free(Schedule *s);

@@ -34,7 +34,8 @@ static void need_view(Schedule *s, Node *n) {
   Node *base;
   if (sched_view_base(s, n, &base)) return;
   Node *m = n;
-  while ((m->op == OP_TRANSPOSE || m->op == OP_BROADCAST || m->op == OP_SLICE) && sched_buf(s, m->src[0]) < 0)
+  while ((m->op == OP_TRANSPOSE || m->op == OP_BROADCAST || m->op == OP_SLICE ||
+          (m->op == OP_RESHAPE && sched_unit_reshape(m))) && sched_buf(s, m->src[0]) < 0)
     m = m->src[0];
   materialize(s, m);
 }

@@ -33,7 +33,12 @@ IrGraph *pass_dce(IrCtx *c, IrGraph *g);        // dead code: what the outputs d
 // ---- scheduling: graph -> kernels -> buffers (ir/sched.h) -----------------------
 #include "ir/sched.h"
 Schedule *pass_fuse(IrCtx *c, IrGraph *g);       // fusion into kernels
-void pass_lower(Schedule *s);                     // lowering strategy per kernel
+// What the lowering may use, from the runtime it will run on (the pipeline
+// asks; passes do not include runtime headers).
+typedef struct {
+  int gemm;          // rt_gemm_* runs on BLIS (rt_have_blis), so large products go there
+} LowerOpts;
+void pass_lower(Schedule *s, const LowerOpts *o); // lowering strategy per kernel
 void pass_plan(Schedule *s);                      // liveness-based buffer reuse, in place where safe
 
 #endif

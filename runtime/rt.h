@@ -19,7 +19,7 @@
 //     rt_tensor_free(&t);
 //     rt_free_ctx(rt);
 //
-// Sections, one per file: mem.c, pool.c, tensor.c, philox.c, ffi.c, npy.c. For training,
+// Sections, one per file: mem.c, pool.c, gemm.c, tensor.c, philox.c, ffi.c, npy.c. For training,
 // data.h adds data sets and mini-batches (data.c, csv.c, batch.c), ckpt.h safetensors
 // checkpoints, and report.h progress, a metrics log and its plot.
 #ifndef KILN_RT_H
@@ -81,6 +81,30 @@ void rt_parallel_for(KRt *rt, RtRangeFn fn, void *ctx, int64_t n, int64_t grain)
 // rt_free_ctx; contents are not kept across a call that grows it, and a pointer from an
 // earlier call is invalid after a call that asks for more. NULL when out of memory.
 void *rt_workspace(KRt *rt, size_t bytes);
+
+//
+// gemm.c: matrix products
+//
+
+// For p in [0, batch): C_p = A_p @ B_p + beta * C_p, where A_p is m x k, B_p is k x n and
+// C_p is m x n, all read through strides in elements: element (i, j) of A_p is
+// a[p*a_batch + i*a_rs + j*a_cs], and likewise for b and c. A batch stride of 0 broadcasts
+// that operand over the batch, and a transposed operand is only swapped strides (no copy).
+// beta == 0 never reads C (it may hold NaN). C must not overlap A or B. A mini-batch
+// against a broadcast operand whose rows (columns) follow on from one product to the next
+// is computed as one product of batch*m rows (batch*n columns). The work runs on rt's pool,
+// each tile a single-threaded BLIS call when Kiln is built with BLIS and the strides are
+// ones BLIS accepts (positive, not overlapping), else plain C loops; rt may be NULL.
+void rt_gemm_f32(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 const float *a, int64_t a_batch, int64_t a_rs, int64_t a_cs,
+                 const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,
+                 float *c, int64_t c_batch, int64_t c_rs, int64_t c_cs, float beta);
+void rt_gemm_f64(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 const double *a, int64_t a_batch, int64_t a_rs, int64_t a_cs,
+                 const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,
+                 double *c, int64_t c_batch, int64_t c_rs, int64_t c_cs, double beta);
+// 1 if this runtime was built with BLIS (meson option blis), 0 if rt_gemm_* is the loops.
+int rt_have_blis(void);
 
 //
 // tensor.c: host tensors

@@ -1,5 +1,6 @@
 // The C API: a graph with a symbolic batch dimension compiled once and run for
-// several bindings; gradients through it; errors reported, never fatal.
+// several bindings; gradients through it; matrix products whose lowering
+// depends on the batch size; errors reported, never fatal.
 #include "kiln.h"
 #include <math.h>
 #include <stdio.h>
@@ -62,6 +63,63 @@ int main(void) {
   CHECK(ir && strstr(ir, "matmul"), "IR dump");
   CHECK(c && strstr(c, "_entry(void **args)"), "C dump");
   free(ir); free(c);
+  kiln_graph_free(g);
+  // Matrix products of a symbolic size: below lower.c's GEMM threshold for a small
+  // batch (loops), above it for a large one (rt_gemm); the weight gradient's inner
+  // dimension is the batch, and a 3-D batch against one weight is one product.
+  rc = kiln_exec(k, "mm",
+                 "input Xm : f32[B, 64]\n"
+                 "input Y3 : f32[N, 16, 64]\n"
+                 "param Wm : f32[64, 10] = glorot\n"
+                 "zm = Xm @ Wm\n"
+                 "gm = grad(sum(zm * zm), Wm)\n"
+                 "y3 = Y3 @ Wm\n");
+  CHECK(rc == 0, "exec products %s", kiln_error(k));
+  const char *mouts[] = {"zm", "gm", "y3"}, *mins[] = {"Xm", "Y3"};
+  g = kiln_compile(k, mouts, 3, mins, 2);
+  CHECK(g != NULL, "compile products %s", g ? "" : kiln_error(k));
+  if (!g) return 1;
+  ir = kiln_graph_dump(g, "lower");
+  int by_size = ir && (strstr(ir, "by size: gemm when m*n*k = B*10*64 >= ") || strstr(ir, "no BLIS"));
+  CHECK(by_size, "lowering by size%s%s", by_size ? "" : ":\n", by_size ? "" : ir ? ir : "(no dump)");
+  free(ir);
+  kiln_tensor wt;
+  CHECK(kiln_eval(k, "Wm", &wt) == 0, "eval Wm");
+  const float *w = wt.data;
+  for (int B = 3; B <= 300; B += 297) {
+    int N = B / 3 + 1;
+    float *xm = malloc(sizeof(float) * B * 64), *y3 = malloc(sizeof(float) * N * 16 * 64);
+    float *zm = malloc(sizeof(float) * B * 10), *gm = malloc(sizeof(float) * 640), *o3 = malloc(sizeof(float) * N * 160);
+    for (int i = 0; i < B * 64; i++) xm[i] = (float)((i * 7) % 13) / 13 - 0.5f;
+    for (int i = 0; i < N * 16 * 64; i++) y3[i] = (float)((i * 5) % 11) / 11 - 0.5f;
+    kiln_tensor min[2] = {{KILN_F32, 2, {B, 64}, xm}, {KILN_F32, 3, {N, 16, 64}, y3}};
+    kiln_tensor mout[3] = {{KILN_F32, 2, {B, 10}, zm}, {KILN_F32, 2, {64, 10}, gm}, {KILN_F32, 3, {N, 16, 10}, o3}};
+    rc = kiln_run(g, min, mout);
+    CHECK(rc == 0, "run products B=%d %s", B, kiln_error(k));
+    double err = 0, z[300 * 10];
+    for (int b = 0; b < B; b++)   // zm = Xm @ Wm; gm = transpose(Xm) @ (2 zm); y3 = Y3 @ Wm
+      for (int j = 0; j < 10; j++) {
+        double s = 0;
+        for (int i = 0; i < 64; i++) s += (double)xm[b * 64 + i] * w[i * 10 + j];
+        z[b * 10 + j] = s;
+        err = fmax(err, fabs(zm[b * 10 + j] - s));
+      }
+    for (int i = 0; i < 64; i++)
+      for (int j = 0; j < 10; j++) {
+        double s = 0;
+        for (int b = 0; b < B; b++) s += 2 * (double)xm[b * 64 + i] * z[b * 10 + j];
+        err = fmax(err, fabs(gm[i * 10 + j] - s) / (1 + fabs(s)));
+      }
+    for (int r = 0; r < N * 16; r++)
+      for (int j = 0; j < 10; j++) {
+        double s = 0;
+        for (int i = 0; i < 64; i++) s += (double)y3[r * 64 + i] * w[i * 10 + j];
+        err = fmax(err, fabs(o3[r * 10 + j] - s));
+      }
+    CHECK(err < 1e-4, "product values for B=%d, N=%d (max error %g)", B, N, err);
+    free(xm); free(y3); free(zm); free(gm); free(o3);
+  }
+  kiln_tensor_free(&wt);
   kiln_graph_free(g);
   // Language errors come back located.
   rc = kiln_exec(k, "bad", "z = [1, 2] + [1, 2, 3]\n");

@@ -715,6 +715,34 @@ def large(S, rng):
             bk, bv = gen(sb, "cos", "0.11", dt)
             chk("large matmul %s %s" % (dt, tag), "%s @ %s" % (ak, bk), np.matmul(av, bv), dt,
                 tol=1e-5 if dt == "f32" else 1e-9)
+    # Past lower.c's GEMM threshold (m*n*k >= 8192): rt_gemm, BLIS in a BLIS build.
+    # (sa, sb, ta, tb): a's and b's stored shapes; ta/tb: transpose the last two axes.
+    for sa, sb, ta, tb in (((96, 80), (80, 72), 0, 0),             # 2-D
+                           ((4, 30, 40), (4, 40, 50), 0, 0),       # batched
+                           ((6, 20, 48), (48, 40), 0, 0),          # broadcast weight: one product
+                           ((30, 40), (5, 40, 24), 0, 0),          # broadcast left operand
+                           ((2, 3, 20, 30), (2, 1, 30, 25), 0, 0),  # two batch axes, one broadcast
+                           ((40, 50), (40, 60), 1, 0),             # transpose(a) @ b
+                           ((50, 40), (60, 40), 0, 1),             # a @ transpose(b)
+                           ((40, 50), (60, 40), 1, 1),             # both
+                           ((3, 40, 20), (40, 30), 1, 0),          # transposed batch, broadcast weight
+                           ((6, 20, 48), (40, 48), 0, 1),          # broadcast weight stored transposed
+                           ((40, 30), (5, 40, 24), 1, 0),          # broadcast left operand, transposed
+                           ((3, 4, 6), (5, 6), 0, 1),              # the same, small: loops
+                           ((16, 32), (32, 16), 0, 0),             # m*n*k = 8192: gemm
+                           ((16, 31), (31, 16), 0, 0),             # 7936: loops
+                           ((64, 7), (64, 7), 0, 1),               # inner dimension 7, b transposed: loops
+                           ((64, 7), (7, 64), 0, 0)):              # inner dimension 7: gemm
+        for dt in ("f32", "f64"):
+            ak, av = gen(sa, "sin", "0.37", dt)
+            bk, bv = gen(sb, "cos", "0.11", dt)
+            if ta:
+                ak, av = "transpose(%s, %s)" % (ak, list(range(len(sa) - 2)) + [len(sa) - 1, len(sa) - 2]), np.swapaxes(av, -1, -2)
+            if tb:
+                bk, bv = "transpose(%s, %s)" % (bk, list(range(len(sb) - 2)) + [len(sb) - 1, len(sb) - 2]), np.swapaxes(bv, -1, -2)
+            tag = "%s%s @ %s%s" % ("x".join(map(str, sa)), "^T" if ta else "", "x".join(map(str, sb)), "^T" if tb else "")
+            chk("gemm matmul %s %s" % (dt, tag), "%s @ %s" % (ak, bk), np.matmul(av, bv), dt,
+                tol=1e-5 if dt == "f32" else 1e-9)
     xk, x = gen((150, 130), "sin", "0.7")
     xk64, x64 = gen((150, 130), "sin", "0.7", "f64")
     for ax in (0, 1):
@@ -726,6 +754,8 @@ def large(S, rng):
         chk("large argmax axis %d" % ax, "argmax(%s, axis=%d)" % (xk64, ax), np.argmax(x64, ax), tol=1e-6)
     chk("large elementwise", "exp(%s) * 2 + tanh(%s)" % (xk, xk), np.exp(x) * 2 + np.tanh(x))
     chk("large transpose", "transpose(%s) + 1" % xk, x.T + 1)
+    chk("large softmax of a reshaped transpose", "softmax(reshape(transpose(%s), [1, 130, 1, 150]), axis=1)" % xk,
+        np.exp(log_softmax(x.T.reshape(1, 130, 1, 150), 1)))
     chk("large strided slice", "%s[::-3, 7:-5:2]" % xk, x[::-3, 7:-5:2], tol=1e-6)
     chk("large f64 sum", "sum(%s, axis=0)" % xk64, x64.sum(0), "f64", tol=1e-9)
     S.add("large sum of ones", [], "sum(ones([1000, 1000]))", expect_exact(1e6))

@@ -1,4 +1,5 @@
-// test_passes.c: the optimizing passes fold, simplify, stability and dce.
+// test_passes.c: the optimizing passes fold, simplify, stability and dce, and the
+// lowering choice (golden schedules after fuse and lower).
 //
 //   test_passes GOLDEN_DIR          (KILN_UPDATE_GOLDEN=1: rewrite the golden files)
 //
@@ -750,10 +751,32 @@ static IrGraph *run_pass(IrCtx *c, const char *name, IrGraph *g) {
   return NULL;
 }
 
+static void compare_golden(const char *name, const char *dir, const char *text, int update) {
+  char why[512] = "", path[1024];
+  snprintf(path, sizeof path, "%s/%s.ir", dir, name);
+  if (update) {
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(text, f); fclose(f); }
+    check(f != NULL, "%s: golden written to %s", name, path);
+  } else {
+    char *want = read_file(path);
+    int ok = want && !strcmp(want, text);
+    if (!ok && want) {   // show the first line that differs
+      const char *a = want, *b = text;
+      int line = 1;
+      while (*a && *a == *b) { if (*a == '\n') line++; a++; b++; }
+      snprintf(why, sizeof why, "line %d differs: want \"%.*s\", got \"%.*s\"", line, (int)strcspn(a, "\n"), a,
+               (int)strcspn(b, "\n"), b);
+    }
+    check(ok, "%s: matches %s%s%s", name, path, ok ? "" : ": ", ok ? "" : want ? why : "missing (KILN_UPDATE_GOLDEN=1 writes it)");
+    free(want);
+  }
+}
+
 static void run_case(const Case *k, const char *dir, int update) {
   IrCtx *c = ir_ctx_new();
   IrGraph *g0 = k->build(c), *g = g0;
-  char why[512] = "", *before = graph_text(c, g0), path[1024], *text = NULL;
+  char why[512] = "", *before = graph_text(c, g0), *text = NULL;
   size_t tn = 0;
   FILE *t = open_memstream(&text, &tn);
   fprintf(t, "# %s: %s\n%s", k->name, k->passes, before);
@@ -777,26 +800,64 @@ static void run_case(const Case *k, const char *dir, int update) {
       check(ok, "%s: same values before and after (%s inputs)%s%s", k->name, trial ? "signed" : "positive", ok ? "" : ": ", why);
     }
   }
-  snprintf(path, sizeof path, "%s/%s.ir", dir, k->name);
-  if (update) {
-    FILE *f = fopen(path, "w");
-    if (f) { fputs(text, f); fclose(f); }
-    check(f != NULL, "%s: golden written to %s", k->name, path);
-  } else {
-    char *want = read_file(path);
-    int ok = want && !strcmp(want, text);
-    if (!ok && want) {   // show the first line that differs
-      const char *a = want, *b = text;
-      int line = 1;
-      while (*a && *a == *b) { if (*a == '\n') line++; a++; b++; }
-      snprintf(why, sizeof why, "line %d differs: want \"%.*s\", got \"%.*s\"", line, (int)strcspn(a, "\n"), a,
-               (int)strcspn(b, "\n"), b);
-    }
-    check(ok, "%s: matches %s%s%s", k->name, path, ok ? "" : ": ", ok ? "" : want ? why : "missing (KILN_UPDATE_GOLDEN=1 writes it)");
-    free(want);
-  }
+  compare_golden(k->name, dir, text, update);
   free(text);
   free(before);
+  ir_ctx_free(c);
+}
+
+// ---- lowering: the schedule after fuse and lower, golden too --------------------------
+// Matrix products on both sides of lower.c's thresholds, symbolic sizes, and
+// transposed and broadcast operands, which are read through strides: no kernel
+// copies them (every matmul kernel reads the inputs' own buffers).
+static IrGraph *lower_matmuls(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,64"), *dy = input(c, "dy", DT_F32, "B,10");
+  Node *w = input(c, "w", DT_F32, "64,10"), *v = input(c, "v", DT_F32, "64,48"), *u = input(c, "u", DT_F32, "64,40");
+  Node *vt = input(c, "vt", DT_F32, "48,64");
+  Node *x3 = input(c, "x3", DT_F32, "5,16,64"), *r = input(c, "r", DT_F32, "64,7"), *r2 = input(c, "r2", DT_F32, "7,64");
+  Node *p = input(c, "p", DT_F32, "16,32"), *q = input(c, "q", DT_F32, "32,16");
+  Node *p2 = input(c, "p2", DT_F32, "16,31"), *q2 = input(c, "q2", DT_F32, "31,16");
+  Node *d = input(c, "d", DT_F64, "48,64"), *e = input(c, "e", DT_F64, "64,40");
+  Node *outs[] = {
+      ir_matmul(c, x, w),                           // B*10*64: by size
+      ir_matmul(c, ir_transpose(c, x, NULL), dy),   // autodiff's transpose(x) @ dy: k = B
+      ir_matmul(c, ir_transpose(c, v, NULL), u),    // 48*40*64: gemm, v read transposed
+      ir_matmul(c, x3, v),                          // a mini-batch against one weight
+      ir_matmul(c, x3, ir_transpose(c, vt, NULL)),  // ... stored transposed: [1, 64, 48] is a view
+      ir_matmul(c, p, q),                           // 8192: gemm
+      ir_matmul(c, p2, q2),                         // 7936: loops
+      ir_matmul(c, r, ir_transpose(c, r, NULL)),    // inner dimension 7, b transposed: loops
+      ir_matmul(c, r, r2),                          // inner dimension 7, b not transposed: gemm
+      ir_matmul(c, d, e),                           // f64
+  };
+  return graph(c, outs, sizeof outs / sizeof *outs);
+}
+static IrGraph *lower_small(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,64"), *w = input(c, "w", DT_F32, "64,10");
+  Node *v = input(c, "v", DT_F32, "64,48"), *u = input(c, "u", DT_F32, "64,40");
+  Node *outs[] = {ir_matmul(c, x, w), ir_matmul(c, ir_transpose(c, v, NULL), u)};
+  return graph(c, outs, 2);
+}
+
+static void run_lower_case(const char *name, Build build, int gemm, const char *dir, int update) {
+  IrCtx *c = ir_ctx_new();
+  IrGraph *g = build(c);
+  char *text = NULL, *gt = graph_text(c, g);
+  size_t tn = 0;
+  FILE *t = open_memstream(&text, &tn);
+  fprintf(t, "# %s: fuse,lower (BLIS %s)\n%s# after lower\n", name, gemm ? "available" : "absent", gt);
+  Schedule *s = pass_fuse(c, g);
+  LowerOpts o = {.gemm = gemm};
+  pass_lower(s, &o);
+  sched_print(t, s);
+  fclose(t);
+  int copies = 0;   // kernels that are not matmuls: a materialized operand
+  for (int k = 0; k < s->nk; k++) copies += s->ks[k].kind != KS_MATMUL;
+  check(!copies, "%s: operands read in place, %d copy kernels", name, copies);
+  compare_golden(name, dir, text, update);
+  sched_free(s);
+  free(gt);
+  free(text);
   ir_ctx_free(c);
 }
 
@@ -1218,6 +1279,8 @@ int main(int argc, char **argv) {
   const char *up = getenv("KILN_UPDATE_GOLDEN");
   int update = up && *up && strcmp(up, "0");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], argv[1], update);
+  run_lower_case("lower_matmul", lower_matmuls, 1, argv[1], update);
+  run_lower_case("lower_matmul_noblis", lower_small, 0, argv[1], update);
   test_fold_float_ops();
   test_fold_int_ops();
   test_fold_casts();

@@ -1,4 +1,4 @@
-// test_runtime.c: the runtime alone: pool, memory, tensors and printing, Philox, libffi, .npy.
+// test_runtime.c: the runtime alone: pool, memory, GEMM, tensors and printing, Philox, libffi, .npy.
 // One line per check, then "N passed, N failed"; exits nonzero on any failure.
 #include "runtime/rt.h"
 
@@ -276,6 +276,143 @@ static void test_pool_overhead(void) {
             n, hot, cold / 20 * 1e6);
         rt_free_ctx(rt);
     }
+}
+
+//
+// GEMM
+//
+
+// One strided, batched product checked against a naive loop in double: each
+// element within a few ulps of the sum of |a||b| (f32: 1e-5 relative, f64:
+// 1e-13), and every element of C outside the product untouched.
+typedef struct {
+    int64_t batch, m, n, k;
+    int64_t a_batch, a_rs, a_cs, b_batch, b_rs, b_cs, c_batch, c_rs, c_cs;
+    double beta;
+} GemmCase;
+
+static int64_t span(int64_t batch, int64_t rows, int64_t cols, int64_t bs, int64_t rs, int64_t cs) {
+    int64_t hi = 0, lo = 0;   // furthest element either way from the origin
+    int64_t st[3] = {bs, rs, cs}, len[3] = {batch, rows, cols};
+    for (int i = 0; i < 3; i++) {
+        int64_t r = st[i] * (len[i] - 1);
+        if (r > 0) hi += r; else lo += r;
+    }
+    return hi - lo + 1;
+}
+
+static int64_t origin(int64_t batch, int64_t rows, int64_t cols, int64_t bs, int64_t rs, int64_t cs) {
+    int64_t lo = 0, st[3] = {bs, rs, cs}, len[3] = {batch, rows, cols};
+    for (int i = 0; i < 3; i++)
+        if (st[i] < 0) lo -= st[i] * (len[i] - 1);
+    return lo;
+}
+
+static double gemm_rand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 40) / (double)(1 << 24) * 2 - 1;
+}
+
+static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
+    int64_t na = span(g->batch, g->m, g->k, g->a_batch, g->a_rs, g->a_cs);
+    int64_t nb = span(g->batch, g->k, g->n, g->b_batch, g->b_rs, g->b_cs);
+    int64_t nc = span(g->batch, g->m, g->n, g->c_batch, g->c_rs, g->c_cs);
+    int64_t oa = origin(g->batch, g->m, g->k, g->a_batch, g->a_rs, g->a_cs);
+    int64_t ob = origin(g->batch, g->k, g->n, g->b_batch, g->b_rs, g->b_cs);
+    int64_t oc = origin(g->batch, g->m, g->n, g->c_batch, g->c_rs, g->c_cs);
+    double *a = malloc(sizeof(double) * na), *b = malloc(sizeof(double) * nb), *c0 = malloc(sizeof(double) * nc);
+    double *want = malloc(sizeof(double) * nc), *tol = calloc(nc, sizeof(double));
+    void *A = malloc(8 * na), *B = malloc(8 * nb), *C = malloc(8 * nc);
+    uint64_t seed = 7;
+    for (int64_t i = 0; i < na; i++) a[i] = gemm_rand(&seed);
+    for (int64_t i = 0; i < nb; i++) b[i] = gemm_rand(&seed);
+    // C starts as NaN when beta is 0: it must not be read.
+    for (int64_t i = 0; i < nc; i++) c0[i] = g->beta == 0 ? NAN : gemm_rand(&seed);
+    if (!f64) {   // the reference sees the values the product sees
+        for (int64_t i = 0; i < na; i++) ((float *)A)[i] = (float)a[i], a[i] = ((float *)A)[i];
+        for (int64_t i = 0; i < nb; i++) ((float *)B)[i] = (float)b[i], b[i] = ((float *)B)[i];
+        for (int64_t i = 0; i < nc; i++) ((float *)C)[i] = (float)c0[i], c0[i] = ((float *)C)[i];
+    } else {
+        memcpy(A, a, 8 * na); memcpy(B, b, 8 * nb); memcpy(C, c0, 8 * nc);
+    }
+    memcpy(want, c0, sizeof(double) * nc);
+    for (int64_t p = 0; p < g->batch; p++)
+        for (int64_t i = 0; i < g->m; i++)
+            for (int64_t j = 0; j < g->n; j++) {
+                double s = 0, t = 0;
+                for (int64_t q = 0; q < g->k; q++) {
+                    double x = a[oa + p * g->a_batch + i * g->a_rs + q * g->a_cs];
+                    double y = b[ob + p * g->b_batch + q * g->b_rs + j * g->b_cs];
+                    s += x * y;
+                    t += fabs(x * y);
+                }
+                int64_t at = oc + p * g->c_batch + i * g->c_rs + j * g->c_cs;
+                want[at] = s + (g->beta == 0 ? 0 : g->beta * c0[at]);
+                tol[at] = (t + fabs(g->beta * (g->beta == 0 ? 0 : c0[at])) + 1) * (f64 ? 1e-13 : 1e-5);
+            }
+    if (f64)
+        rt_gemm_f64(rt, g->batch, g->m, g->n, g->k, (double *)A + oa, g->a_batch, g->a_rs, g->a_cs,
+                    (double *)B + ob, g->b_batch, g->b_rs, g->b_cs, (double *)C + oc, g->c_batch, g->c_rs, g->c_cs,
+                    g->beta);
+    else
+        rt_gemm_f32(rt, g->batch, g->m, g->n, g->k, (float *)A + oa, g->a_batch, g->a_rs, g->a_cs,
+                    (float *)B + ob, g->b_batch, g->b_rs, g->b_cs, (float *)C + oc, g->c_batch, g->c_rs, g->c_cs,
+                    (float)g->beta);
+    int ok = 1;
+    for (int64_t i = 0; i < nc && ok; i++) {
+        double got = f64 ? ((double *)C)[i] : ((float *)C)[i];
+        ok = tol[i] ? fabs(got - want[i]) <= tol[i] : (got == want[i] || (isnan(got) && isnan(want[i])));
+    }
+    free(a); free(b); free(c0); free(want); free(tol); free(A); free(B); free(C);
+    return ok;
+}
+
+static void test_gemm(void) {
+    check(rt_have_blis() == 0 || rt_have_blis() == 1, "rt_have_blis: %d", rt_have_blis());
+    // Row-major contiguous m x k, k x n, m x n.
+#define RM(bt, m, n, k) bt, m, n, k, (m) * (k), k, 1, (k) * (n), n, 1, (m) * (n), n, 1
+    const struct { const char *what; GemmCase g; } cases[] = {
+        {"1x1x1", {RM(1, 1, 1, 1), 0}},
+        {"row-major 37x29x41", {RM(1, 37, 29, 41), 0}},
+        {"row-major 130x70x300", {RM(1, 130, 70, 300), 0}},
+        {"vector times matrix (m = 1)", {RM(1, 1, 50, 60), 0}},
+        {"matrix times vector (n = 1)", {RM(1, 50, 1, 60), 0}},
+        {"k = 0 gives beta * C", {RM(1, 5, 6, 0), 0.5}},
+        {"k = 0, beta 0 gives zeros", {RM(1, 5, 6, 0), 0}},
+        {"beta 0.5 accumulates", {RM(1, 33, 31, 70), 0.5}},
+        {"beta 1 on a batch", {RM(4, 20, 30, 40), 1}},
+        {"batch of 7 (tiled on 3 threads)", {RM(7, 64, 48, 80), 0}},
+        // A transposed: element (i, q) at q*m + i.
+        {"transpose(a) @ b", {1, 40, 50, 60, 0, 1, 40, 0, 50, 1, 0, 50, 1, 0}},
+        {"a @ transpose(b)", {1, 40, 50, 60, 0, 60, 1, 0, 1, 60, 0, 50, 1, 0}},
+        {"transpose(a) @ transpose(b)", {1, 40, 50, 60, 0, 1, 40, 0, 1, 60, 0, 50, 1, 0}},
+        {"column-major C", {1, 40, 50, 60, 0, 60, 1, 0, 50, 1, 0, 1, 40, 0}},
+        // Broadcast weight, rows follow on: folded into one 6*32-row product.
+        {"[6,32,48] @ broadcast [48,40] (folded)", {6, 32, 40, 48, 32 * 48, 48, 1, 0, 40, 1, 32 * 40, 40, 1, 0}},
+        {"[6,32,48] transposed @ broadcast [48,40]", {6, 32, 40, 48, 32 * 48, 1, 32, 0, 40, 1, 32 * 40, 40, 1, 0}},
+        // Broadcast left operand, columns of b and c follow on: folded into 5*24 columns.
+        {"broadcast [30,40] @ [5,40,24] (columns follow on)", {5, 30, 24, 40, 0, 40, 1, 24, 120, 1, 24, 120, 1, 0}},
+        {"broadcast [30,40] @ [5,40,24] contiguous", {5, 30, 24, 40, 0, 40, 1, 40 * 24, 24, 1, 30 * 24, 24, 1, 0}},
+        // Strides BLIS refuses: a broadcast row (stride 0) and reversed rows go to the loops.
+        {"broadcast rows of a (stride 0)", {1, 30, 20, 25, 0, 0, 1, 0, 20, 1, 0, 20, 1, 0}},
+        {"reversed rows of b (negative stride)", {1, 30, 20, 25, 0, 25, 1, 0, -20, 1, 0, 20, 1, 0}},
+        {"general strides (every other element)", {2, 21, 17, 19, 2 * 21 * 19 * 2, 2 * 19 * 2, 2, 0, 17 * 2, 2, 21 * 17 * 3, 17 * 3, 3, 0.5}},
+    };
+#undef RM
+    for (int threads = 1; threads <= 3; threads += 2) {
+        KRt *rt = rt_new(threads);
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            for (int f64 = 0; f64 < 2; f64++)
+                check(gemm_case(rt, f64, &cases[i].g), "gemm %s %s, %d thread%s", f64 ? "f64" : "f32",
+                      cases[i].what, threads, threads > 1 ? "s" : "");
+        rt_free_ctx(rt);
+    }
+    check(gemm_case(NULL, 0, &cases[2].g), "gemm with no runtime context runs inline");
+    KRt *rt = rt_new(2);   // the tile grid follows the pool's size as it changes
+    rt_set_threads(rt, 4);
+    check(rt_threads(rt) == 4 && gemm_case(rt, 0, &cases[2].g) && gemm_case(rt, 1, &cases[9].g),
+          "gemm after rt_set_threads(4)");
+    rt_free_ctx(rt);
 }
 
 //
@@ -750,6 +887,7 @@ int main(int argc, char **argv) {
     test_pool_callers();
     test_pool_workspace();
     test_pool_overhead();
+    test_gemm();
     test_philox();
     test_uniform();
     test_normal();
