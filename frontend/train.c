@@ -19,8 +19,22 @@ typedef struct { char *key; RtDataset ds; } LoadedData;
 // Optimizer state of one parameter, by the parameter's name (so it survives a save and load).
 typedef struct { char *name; int n; RtTensor slot[2]; } OptSlots;
 
+// What a running train or evaluate statement holds that an error (which
+// unwinds with longjmp) must not leak; freed by run_end and ev_train_free.
+typedef struct {
+  RtBatcher *batches, *eval_batches;
+  RtMetrics *metrics;
+  RtProgress *progress;
+  Program *step;
+  RtTensor *out; int nout;       // the step's results
+  RtTensor scalars[4];           // lr, bias corrections, step number
+  int sigint_set;                // on_sigint is installed; old is the handler to put back
+  struct sigaction old;
+} Run;
+
 struct Trainer {
-  LoadedData *data; int ndata;
+  Run run;
+  LoadedData **data; int ndata;   // each allocated alone: statements hold pointers into them
   char opt_kind[16];            // the optimizer whose state is held ("" none)
   OptSlots **slots; int nslots;   // each allocated alone: steps hold pointers into them
   int64_t step;                 // optimizer steps taken
@@ -42,10 +56,23 @@ static void drop_slots(Trainer *t) {
   t->nslots = 0;
 }
 
+static void run_end(Run *r) {
+  if (r->sigint_set) sigaction(SIGINT, &r->old, NULL);
+  rt_batcher_free(r->batches);
+  rt_batcher_free(r->eval_batches);
+  if (r->metrics) rt_metrics_close(r->metrics, NULL, 0);
+  rt_progress_free(r->progress);
+  prog_free(r->step);
+  for (int i = 0; i < r->nout; i++) rt_tensor_free(&r->out[i]);
+  for (int i = 0; i < 4; i++) rt_tensor_free(&r->scalars[i]);
+  memset(r, 0, sizeof *r);
+}
+
 void ev_train_free(Ev *ev) {
   Trainer *t = ev->tr;
   if (!t) return;
-  for (int i = 0; i < t->ndata; i++) { free(t->data[i].key); rt_dataset_free(&t->data[i].ds); }
+  run_end(&t->run);
+  for (int i = 0; i < t->ndata; i++) { free(t->data[i]->key); rt_dataset_free(&t->data[i]->ds); free(t->data[i]); }
   drop_slots(t);
   free(t->data); free(t->slots); free(t);
   ev->tr = NULL;
@@ -75,15 +102,17 @@ static RtDataset *split_data(Ev *ev, AstNode *e, int dflt, const char **name) {
   for (int i = 0; i < d->nfiles[split] && k < (int)sizeof key; i++) k += snprintf(key + k, sizeof key - k, "|%s", d->files[split][i]);
   Trainer *t = trainer(ev);
   *name = d->name ? d->name : d->kind;
-  for (int i = 0; i < t->ndata; i++) if (!strcmp(t->data[i].key, key)) return &t->data[i].ds;
+  for (int i = 0; i < t->ndata; i++) if (!strcmp(t->data[i]->key, key)) return &t->data[i]->ds;
   RtDataset ds;
   char err[1024];
   if (data_load(d, split, &ds, err, sizeof err)) ev_fail(ev, e->span, "%s", err);
   t->data = realloc(t->data, sizeof *t->data * (t->ndata + 1));
-  if (!t->data) abort();
-  t->data[t->ndata].key = strdup(key);
-  t->data[t->ndata].ds = ds;
-  return &t->data[t->ndata++].ds;
+  LoadedData *ld = malloc(sizeof *ld);
+  if (!t->data || !ld) abort();
+  ld->key = strdup(key);
+  ld->ds = ds;
+  t->data[t->ndata++] = ld;
+  return &ld->ds;
 }
 
 // Which data column feeds input `in` (columns bind to inputs in declaration
@@ -216,12 +245,14 @@ static void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
     want[col[i]] = (RtDType)in->dtype;
   }
   char err[512];
-  RtBatcher *b = rt_batcher_new(ds, batch, 0, 0, want, 1, err, sizeof err);
+  Run *run = &trainer(ev)->run;
+  rt_batcher_free(run->eval_batches);
+  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, 1, err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
   rt_batcher_start(b, 0);
-  RtTensor cols[RT_DATA_MAXCOL], *in = calloc(m->nin + 1, sizeof *in), *out = calloc(m->n + 1, sizeof *out);
-  double *sum = calloc(m->n + 1, sizeof *sum);
-  if (!in || !out || !sum) abort();
+  RtTensor cols[RT_DATA_MAXCOL], *in = arena_alloc(ev->arena, sizeof *in * (m->nin + 1));
+  RtTensor *out = arena_alloc(ev->arena, sizeof *out * (m->n + 1));
+  double *sum = arena_alloc(ev->arena, sizeof *sum * (m->n + 1));
   int64_t got, total = 0, limit = ev->topts.eval_examples;
   while ((!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
     for (int i = 0; i < m->nin; i++) {
@@ -239,7 +270,7 @@ static void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   }
   for (int k = 0; k < m->n; k++) vals[k] = total ? sum[k] / (double)total : NAN;
   rt_batcher_free(b);
-  free(in); free(out); free(sum);
+  run->eval_batches = NULL;
 }
 
 void ev_exec_evaluate(Ev *ev, AstNode *s) {
@@ -330,10 +361,14 @@ static void load_checkpoint(Ev *ev, const char *path, Span sp) {
     int same = t->dtype == p->value.dtype && t->ndim == p->value.ndim;
     for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == p->value.shape[d];
     if (!same) {
+      char msg[1024], have[256] = "";
+      size_t k2 = 0;
+      for (int d = 0; d < t->ndim; d++) k2 += snprintf(have + k2, sizeof have - k2, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+      snprintf(msg, sizeof msg, "%s: tensor '%s' is %s[%s], but the parameter is %s%s", path, p->node->a.name,
+               rt_dtype_name(t->dtype), have, rt_dtype_name(p->value.dtype),
+               ir_shape_str(ev->c, p->node->ndim, p->node->shape, err, sizeof err));
       rt_tensorfile_free(&f);
-      ev_fail(ev, sp, "%s: tensor '%s' is %s with %d axes, but the parameter is %s of shape %s", path, p->node->a.name,
-              rt_dtype_name(t->dtype), t->ndim, rt_dtype_name(p->value.dtype),
-              ir_shape_str(ev->c, p->node->ndim, p->node->shape, err, sizeof err));
+      ev_fail(ev, sp, "%s", msg);
     }
     memcpy(p->value.data, t->data, rt_tensor_nbytes(t));
   }
@@ -480,8 +515,8 @@ typedef struct {
   int *in_col;           // per input: the data column, or -1
   int nout;
   RtTensor **out_dst;    // per output after the loss: the tensor the new value replaces
-  RtTensor *out;         // the step's results: out[0] the loss, then next values
-  RtTensor scalars[OPT_NSCALARS + 1];   // lr, bias corrections, step (the last)
+  RtTensor *out;         // the step's results: out[0] the loss, then next values (Run owns them)
+  RtTensor *scalars;     // lr, bias corrections, step (the last; Run owns them)
 } Step;
 
 static int depends_only_on(Ev *ev, Node *n, Node **allowed, int nallowed) {
@@ -517,7 +552,8 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   int count;
   Node **order = ir_topo(c, &loss, 1, &count);
   int cap = count + 8;
-  Node **params = calloc(cap, sizeof(Node *)), **data = calloc(cap, sizeof(Node *)), **states = calloc(cap, sizeof(Node *));
+  Node **params = arena_alloc(ev->arena, sizeof(Node *) * cap), **data = arena_alloc(ev->arena, sizeof(Node *) * cap);
+  Node **states = arena_alloc(ev->arena, sizeof(Node *) * cap);
   int np = 0, nd = 0, ns = 0;
   for (int i = 0; i < count; i++) {
     Node *n = order[i];
@@ -530,22 +566,24 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   if (!np) ev_fail(ev, s->lhs->span, "the loss depends on no trainable parameter, so there is nothing to train");
   for (int i = 0; i < np; i++)
     if (!ir_is_float(params[i]->dtype)) ev_fail(ev, s->lhs->span, "parameter '%s' is an integer tensor; only float parameters train", params[i]->a.name);
-  Node **grads = calloc(np + 1, sizeof(Node *));
+  Node **grads = arena_alloc(ev->arena, sizeof(Node *) * (np + 1));
   Node *y = loss->dtype == DT_F32 || loss->dtype == DT_F64 ? loss : ir_cast(c, loss, DT_F32);
   if (pass_grad(c, y, NULL, params, np, grads)) ev_fail(ev, s->lhs->span, "%s", c->err);
   if (ts->clip > 0 && opt_clip(c, grads, np, ts->clip)) ev_fail(ev, sp, "%s", c->err);
   // Scalars the trainer sets each step.
+  st->scalars = trainer(ev)->run.scalars;
   Node *scal[OPT_NSCALARS];
   static const char *sname[OPT_NSCALARS] = {"lr", "bias1", "bias2"};
   for (int i = 0; i < OPT_NSCALARS; i++) scal[i] = ir_input(c, sname[i], ROLE_INPUT, DT_F64, 0, NULL);
   int nslot = opt_nslots(&ts->opt);
   // Outputs: loss, new parameters, new optimizer state, new statistics.
   int maxout = 1 + np * (1 + nslot) + ev->nupdates;
-  Node **outs = calloc(maxout + 1, sizeof(Node *));
-  st->out_dst = calloc(maxout + 1, sizeof(RtTensor *));
-  Node **ins = calloc(nd + np + ns + np * nslot + OPT_NSCALARS + 2, sizeof(Node *));
-  st->in_val = calloc(nd + np + ns + np * nslot + OPT_NSCALARS + 2, sizeof(RtTensor *));
-  st->in_col = calloc(nd + np + ns + np * nslot + OPT_NSCALARS + 2, sizeof(int));
+  Node **outs = arena_alloc(ev->arena, sizeof(Node *) * (maxout + 1));
+  st->out_dst = arena_alloc(ev->arena, sizeof(RtTensor *) * (maxout + 1));
+  int maxin = nd + np + ns + np * nslot + OPT_NSCALARS + 2;
+  Node **ins = arena_alloc(ev->arena, sizeof(Node *) * maxin);
+  st->in_val = arena_alloc(ev->arena, sizeof(RtTensor *) * maxin);
+  st->in_col = arena_alloc(ev->arena, sizeof(int) * maxin);
   int no = 0, ni = 0;
   outs[no++] = y;
   for (int i = 0; i < nd; i++) { ins[ni] = data[i]; st->in_col[ni++] = column_of(ev, ds, data[i], dname, s->rhs->span); }
@@ -608,25 +646,27 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   if ((ev->pipe.dump_after || ev->pipe.emit_c))
     fprintf(ev->pipe.dump, "%s training step of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", sp.src->name, sp.line, sp.col);
   char err[8192];
-  st->pr = pipe_compile(&ev->pipe, g, err, sizeof err);
+  st->pr = trainer(ev)->run.step = pipe_compile(&ev->pipe, g, err, sizeof err);
   if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
-  free(params); free(data); free(states); free(grads); free(outs);
 }
 
 static volatile sig_atomic_t interrupt_flag;
 static void on_sigint(int sig) { (void)sig; interrupt_flag = 1; }
 
-static void finish_run(Ev *ev, RtMetrics *mx, RtProgress *pg, int stopped, const char *title) {
+static void finish_run(Ev *ev, Run *r, int stopped, const char *title) {
   char err[1024];
-  rt_progress_finish(pg, stopped);
-  rt_progress_free(pg);
-  if (ev->topts.plot && rt_metrics_plot(mx, ev->topts.plot, title, err, sizeof err))
+  rt_progress_finish(r->progress, stopped);
+  if (ev->topts.plot && rt_metrics_plot(r->metrics, ev->topts.plot, title, err, sizeof err))
     fprintf(stderr, "kiln: %s\n", err);
-  if (rt_metrics_close(mx, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
+  if (rt_metrics_close(r->metrics, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
+  r->metrics = NULL;
+  run_end(r);
 }
 
 void ev_exec_train(Ev *ev, AstNode *s) {
   Trainer *t = trainer(ev);
+  Run *run = &t->run;
+  run_end(run);   // what an earlier statement's error left (the REPL goes on after errors)
   Node *loss = ev_tensor(ev, ev_eval_expr(ev, ev->globals, s->lhs), s->lhs->span, "the loss");
   if (loss->ndim) {
     char b[128];
@@ -653,22 +693,24 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
   for (int i = 0; i < st.nin; i++) if (st.in_col[i] >= 0) want[st.in_col[i]] = (RtDType)st.ins[i]->dtype;
   char err[1024];
-  RtBatcher *b = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, 1, err, sizeof err);
+  RtBatcher *b = run->batches = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, 1, err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
-  RtMetrics *mx = rt_metrics_new(ev->topts.log, err, sizeof err);
-  if (!mx) { rt_batcher_free(b); ev_fail(ev, s->span, "%s", err); }
-  RtProgress *pg = rt_progress_new(stderr, ev->topts.progress);
+  RtMetrics *mx = run->metrics = rt_metrics_new(ev->topts.log, err, sizeof err);
+  if (!mx) ev_fail(ev, s->span, "%s", err);
+  RtProgress *pg = run->progress = rt_progress_new(stderr, ev->topts.progress);
   int64_t nb = rt_batcher_nbatches(b), total = nb * ts.epochs;
-  RtTensor *in = calloc(st.nin + 1, sizeof *in), cols[RT_DATA_MAXCOL];
-  st.out = calloc(st.nout + 1, sizeof *st.out);
-  struct sigaction sa = {0}, old;
+  RtTensor *in = arena_alloc(ev->arena, sizeof *in * (st.nin + 1)), cols[RT_DATA_MAXCOL];
+  st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
+  run->nout = st.nout;
+  struct sigaction sa = {0};
   sa.sa_handler = on_sigint;
   sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once
   interrupt_flag = 0;
-  sigaction(SIGINT, &sa, &old);
+  sigaction(SIGINT, &sa, &run->old);
+  run->sigint_set = 1;
   int stopped = 0, first = 1, cut = 0;
   int64_t steps_here = 0;
-  double *ev_vals = calloc(em.n + 1, sizeof(double));
+  double *ev_vals = arena_alloc(ev->arena, sizeof(double) * (em.n + 1));
   for (int epoch = t->epoch; epoch < ts.epochs && !stopped && !cut; epoch++) {
     rt_batcher_start(b, epoch);
     rt_progress_epoch_begin(pg, epoch + 1, ts.epochs, nb, ds->n);
@@ -708,13 +750,8 @@ void ev_exec_train(Ev *ev, AstNode *s) {
     if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->step, em.log_names, ev_vals, em.n);
     if (ts.checkpoint && save_checkpoint(ev, ts.checkpoint, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
   }
-  sigaction(SIGINT, &old, NULL);
-  for (int o = 0; o < st.nout; o++) rt_tensor_free(&st.out[o]);
-  for (int i = 0; i <= OPT_NSCALARS; i++) rt_tensor_free(&st.scalars[i]);
-  free(st.out); free(st.out_dst); free(st.in_val); free(st.in_col); free(st.ins); free(in); free(ev_vals);
-  rt_batcher_free(b);
   const char *title = strrchr(s->span.src->name, '/');
-  finish_run(ev, mx, pg, stopped, title ? title + 1 : s->span.src->name);
+  finish_run(ev, run, stopped, title ? title + 1 : s->span.src->name);
   if (stopped) {
     if (ts.checkpoint && !save_checkpoint(ev, ts.checkpoint, err, sizeof err))
       fprintf(stderr, "kiln: interrupted; checkpoint saved to %s (continue with --resume %s)\n", ts.checkpoint, ts.checkpoint);
