@@ -269,6 +269,21 @@ static Index *view_index(Gen *g, Node *n, Index *ix) {
   }
 }
 
+// The value of src at v where cond holds, else fill. src is read inside the
+// branch, where its index is in range.
+static const char *guarded(Gen *g, Node *n, Index *ix, char *t, const char *cond, const char *fill, Node *src, Index *v) {
+  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), fill);
+  cg_line(g, "if (%s) {", cond);
+  g->ind++;
+  int mark = g->nmemo;
+  const char *val = cg_value(g, src, v);
+  cg_line(g, "%s = %s;", t, val);
+  g->nmemo = mark;
+  g->ind--;
+  cg_line(g, "}");
+  return memo_add(g, n, ix, t);
+}
+
 // PAD: the operand's element if this index falls on one, else zero. The
 // operand is read inside the branch, where its index is in range.
 static const char *pad(Gen *g, Node *n, Index *ix, char *t) {
@@ -294,16 +309,7 @@ static const char *pad(Gen *g, Node *n, Index *ix, char *t) {
   }
   v->has_idx = 1;
   cg_literal(lit, sizeof lit, n->dtype, 0);
-  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
-  cg_line(g, "if (%s) {", cond);
-  g->ind++;
-  int mark = g->nmemo;
-  const char *val = cg_value(g, s, v);
-  cg_line(g, "%s = %s;", t, val);
-  g->nmemo = mark;
-  g->ind--;
-  cg_line(g, "}");
-  return memo_add(g, n, ix, t);
+  return guarded(g, n, ix, t, cond, lit, s, v);
 }
 
 static const char *concat(Gen *g, Node *n, Index *ix, char *t) {
@@ -354,16 +360,10 @@ static const char *im2col(Gen *g, Node *n, Index *ix, char *t) {
   v->has_idx = 1;
   if (w[8]) snprintf(lit, sizeof lit, "(-INFINITY)");
   else cg_literal(lit, sizeof lit, n->dtype, 0);
-  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
-  cg_line(g, "if (%s >= 0 && %s < %" PRId64 " && %s >= 0 && %s < %" PRId64 ") {", hh, hh, x->shape[2].k, ww, ww, x->shape[3].k);
-  g->ind++;
-  int mark = g->nmemo;
-  const char *val = cg_value(g, x, v);
-  cg_line(g, "%s = %s;", t, val);
-  g->nmemo = mark;
-  g->ind--;
-  cg_line(g, "}");
-  return memo_add(g, n, ix, t);
+  char cond[256];
+  snprintf(cond, sizeof cond, "%s >= 0 && %s < %" PRId64 " && %s >= 0 && %s < %" PRId64, hh, hh, x->shape[2].k, ww, ww,
+           x->shape[3].k);
+  return guarded(g, n, ix, t, cond, lit, x, v);
 }
 
 // COL2IM: each pixel sums the window positions that read it; a position
@@ -420,16 +420,9 @@ static const char *gather(Gen *g, Node *n, Index *ix, char *t) {
   v->has_idx = 1;
   if (ir_is_float(n->dtype)) snprintf(lit, sizeof lit, "NAN");
   else cg_literal(lit, sizeof lit, n->dtype, 0);
-  cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
-  cg_line(g, "if (%s >= 0 && %s < %" PRId64 ") {", k, k, table->shape[0].k);
-  g->ind++;
-  int mark = g->nmemo;
-  const char *val = cg_value(g, table, v);
-  cg_line(g, "%s = %s;", t, val);
-  g->nmemo = mark;
-  g->ind--;
-  cg_line(g, "}");
-  return memo_add(g, n, ix, t);
+  char cond[128];
+  snprintf(cond, sizeof cond, "%s >= 0 && %s < %" PRId64, k, k, table->shape[0].k);
+  return guarded(g, n, ix, t, cond, lit, table, v);
 }
 
 const char *cg_compute(Gen *g, Node *n, Index *ix) {

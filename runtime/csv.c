@@ -2,6 +2,7 @@
 // The whole file is read into memory and parsed in place: fields are cut with '\0' and
 // read by strtod. Two passes: one counts the rows, so the tensors are allocated once.
 #include "data.h"
+#include "private.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,26 +19,12 @@ typedef struct {
     int label;          // the label's field, or -1
 } Csv;
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
-static void add_col(RtDataset *ds, const char *name, RtTensor t) {
-    RtColumn *c = &ds->col[ds->ncol++];
-    snprintf(c->name, sizeof c->name, "%s", name);
-    c->t = t;
-}
 
 static int read_all(Csv *c) {
     FILE *f = fopen(c->path, "rb");
     if (!f)
-        return fail(c->err, c->errlen, "%s: %s", c->path, strerror(errno));
+        return rt_data_fail(c->err, c->errlen, "%s: %s", c->path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -52,10 +39,10 @@ static int read_all(Csv *c) {
     int bad = ferror(f);
     fclose(f);
     if (!buf)
-        return fail(c->err, c->errlen, "%s: out of memory", c->path);
+        return rt_data_fail(c->err, c->errlen, "%s: out of memory", c->path);
     if (bad) {
         free(buf);
-        return fail(c->err, c->errlen, "%s: read error (is it a directory?)", c->path);
+        return rt_data_fail(c->err, c->errlen, "%s: read error (is it a directory?)", c->path);
     }
     buf[n] = '\0';
     c->text = buf, c->end = buf + n;
@@ -118,9 +105,9 @@ static int field_error(const Csv *c, int line, const char *lstart, const char *s
                        int k, const char *what) {
     int len = (int)(e - s) > 40 ? 40 : (int)(e - s);
     if (len == 0)
-        return fail(c->err, c->errlen, "%s:%d:%d: field %d is empty", c->path, line,
+        return rt_data_fail(c->err, c->errlen, "%s:%d:%d: field %d is empty", c->path, line,
                     (int)(s - lstart) + 1, k + 1);
-    return fail(c->err, c->errlen, "%s:%d:%d: field %d '%.*s%s' %s", c->path, line,
+    return rt_data_fail(c->err, c->errlen, "%s:%d:%d: field %d '%.*s%s' %s", c->path, line,
                 (int)(s - lstart) + 1, k + 1, len, s, (int)(e - s) > 40 ? "..." : "", what);
 }
 
@@ -128,7 +115,7 @@ static int field_error(const Csv *c, int line, const char *lstart, const char *s
 static int parse_row(const Csv *c, int line, char *p, char *e, float *feat, int32_t *lab) {
     int k = count_fields(p, e);
     if (k != c->nfields)
-        return fail(c->err, c->errlen, "%s:%d: row has %d fields, expected %d", c->path, line,
+        return rt_data_fail(c->err, c->errlen, "%s:%d: row has %d fields, expected %d", c->path, line,
                     k, c->nfields);
     char *lstart = p;
     for (int i = 0; i < c->nfields; i++) {
@@ -157,7 +144,7 @@ static int first_line(Csv *c, char *p, char *e, int line, int label_col, int hea
     if (label_col == RT_DATA_NOLABEL)
         c->label = -1;
     else if (label_col >= c->nfields || label_col < -c->nfields)
-        return fail(c->err, c->errlen, "%s:%d: label column %d is out of range for %d fields",
+        return rt_data_fail(c->err, c->errlen, "%s:%d: label column %d is out of range for %d fields",
                     c->path, line, label_col, c->nfields);
     else
         c->label = label_col < 0 ? c->nfields + label_col : label_col;
@@ -179,16 +166,16 @@ static int parse(Csv *c, int label_col, int header, RtDataset *ds) {
     }
     rows -= hdr;
     if (!first)
-        return fail(c->err, c->errlen, "%s:1: empty file (no rows)", c->path);
+        return rt_data_fail(c->err, c->errlen, "%s:1: empty file (no rows)", c->path);
     if (rows == 0)
-        return fail(c->err, c->errlen, "%s:%d: no data rows after the header", c->path, first);
+        return rt_data_fail(c->err, c->errlen, "%s:%d: no data rows after the header", c->path, first);
     int64_t fshape[2] = {rows, c->nfields - (c->label >= 0)};
-    add_col(ds, "features", rt_tensor_new(RT_F32, 2, fshape));
+    rt_data_add_col(ds, "features", rt_tensor_new(RT_F32, 2, fshape));
     if (c->label >= 0)
-        add_col(ds, "labels", rt_tensor_new(RT_I32, 1, &rows));
+        rt_data_add_col(ds, "labels", rt_tensor_new(RT_I32, 1, &rows));
     for (int i = 0; i < ds->ncol; i++)
         if (!ds->col[i].t.data)
-            return fail(c->err, c->errlen, "%s: out of memory for %lld rows", c->path,
+            return rt_data_fail(c->err, c->errlen, "%s: out of memory for %lld rows", c->path,
                         (long long)rows);
     // Pass 2: the numbers.
     float *feat = ds->col[0].t.data;
@@ -212,7 +199,7 @@ int rt_data_csv(const char *path, int label_col, int header, RtDataset *out, cha
                 size_t errlen) {
     *out = (RtDataset){0};
     if (!path)
-        return fail(err, errlen, "rt_data_csv: no path given");
+        return rt_data_fail(err, errlen, "rt_data_csv: no path given");
     Csv c = {.path = path, .err = err, .errlen = errlen};
     if (read_all(&c))
         return -1;

@@ -2,6 +2,7 @@
 // IDX (LeCun's MNIST format): bytes 0 0 TYPE RANK, then RANK big-endian u32 dimensions,
 // then the elements, big-endian, in C order.
 #include "data.h"
+#include "private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,8 @@
 #define CIFAR_IMAGE 3072
 #define CIFAR_RECORD (1 + CIFAR_IMAGE)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+// A formatted message in err; -1 (the loaders' failure value). csv.c shares it.
+int rt_data_fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen > 0) {
         va_list ap;
         va_start(ap, fmt);
@@ -28,7 +30,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-static void add_col(RtDataset *ds, const char *name, RtTensor t) {
+void rt_data_add_col(RtDataset *ds, const char *name, RtTensor t) {
     RtColumn *c = &ds->col[ds->ncol++];
     snprintf(c->name, sizeof c->name, "%s", name);
     c->t = t;
@@ -95,40 +97,40 @@ static int idx_header(gzFile f, const char *path, Idx *x, char *err, size_t errl
     uint8_t m[4 + 4 * RT_MAXDIM];
     int64_t got = gz_read(f, m, 4, &why);
     if (got < 0)
-        return fail(err, errlen, "%s: corrupt gzip data: %s", path, why);
+        return rt_data_fail(err, errlen, "%s: corrupt gzip data: %s", path, why);
     if (got == 0)
-        return fail(err, errlen, "%s: empty file", path);
+        return rt_data_fail(err, errlen, "%s: empty file", path);
     if (got < 4)
-        return fail(err, errlen, "%s: truncated header (expected 4 bytes, found %lld)", path,
+        return rt_data_fail(err, errlen, "%s: truncated header (expected 4 bytes, found %lld)", path,
                     (long long)got);
     if (m[0] != 0 || m[1] != 0)
-        return fail(err, errlen,
+        return rt_data_fail(err, errlen,
                     "%s: bad magic number 0x%02X%02X%02X%02X (an IDX file starts 0x0000TTRR, "
                     "TT the type, RR the rank)", path, m[0], m[1], m[2], m[3]);
     for (size_t i = 0; i < sizeof idx_types / sizeof idx_types[0]; i++)
         if (idx_types[i].code == m[2])
             x->type = m[2], x->size = idx_types[i].size, x->tname = idx_types[i].name;
     if (!x->size)
-        return fail(err, errlen,
+        return rt_data_fail(err, errlen,
                     "%s: unsupported IDX type 0x%02X (expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or "
                     "0x0E)", path, m[2]);
     if (m[3] < 1 || m[3] > RT_MAXDIM)
-        return fail(err, errlen, "%s: rank %d is not supported (1 to %d)", path, m[3],
+        return rt_data_fail(err, errlen, "%s: rank %d is not supported (1 to %d)", path, m[3],
                     RT_MAXDIM);
     x->ndim = m[3];
     int64_t want = 4 * (int64_t)x->ndim;
     got = gz_read(f, m + 4, want, &why);
     if (got < 0)
-        return fail(err, errlen, "%s: corrupt gzip data: %s", path, why);
+        return rt_data_fail(err, errlen, "%s: corrupt gzip data: %s", path, why);
     if (got < want)
-        return fail(err, errlen, "%s: truncated header (expected %lld bytes, found %lld)", path,
+        return rt_data_fail(err, errlen, "%s: truncated header (expected %lld bytes, found %lld)", path,
                     (long long)(4 + want), (long long)(4 + got));
     x->numel = 1;
     for (int i = 0; i < x->ndim; i++) {
         const uint8_t *d = m + 4 + 4 * i;
         x->shape[i] = (int64_t)d[0] << 24 | d[1] << 16 | d[2] << 8 | d[3];
         if (x->shape[i] && x->numel > MAX_BYTES / x->size / x->shape[i])
-            return fail(err, errlen, "%s: shape too large", path);
+            return rt_data_fail(err, errlen, "%s: shape too large", path);
         x->numel *= x->shape[i];
     }
     return 0;
@@ -142,11 +144,11 @@ static int idx_data(gzFile f, const char *path, Idx *x, char *err, size_t errlen
     x->data = malloc(cap > 0 ? (size_t)cap : 1);
     for (;;) {
         if (!x->data)
-            return fail(err, errlen, "%s: out of memory reading %lld bytes", path,
+            return rt_data_fail(err, errlen, "%s: out of memory reading %lld bytes", path,
                         (long long)want);
         int64_t got = gz_read(f, x->data + have, cap - have, &why);
         if (got < 0)
-            return fail(err, errlen, "%s: corrupt gzip data after %lld bytes of data: %s", path,
+            return rt_data_fail(err, errlen, "%s: corrupt gzip data after %lld bytes of data: %s", path,
                         (long long)have, why);
         have += got;
         if (have < cap || cap == want)
@@ -159,16 +161,16 @@ static int idx_data(gzFile f, const char *path, Idx *x, char *err, size_t errlen
     }
     int hlen = 4 + 4 * x->ndim;
     if (have < want)
-        return fail(err, errlen,
+        return rt_data_fail(err, errlen,
                     "%s: truncated data (expected %lld bytes after the %d-byte header, found %lld)",
                     path, (long long)want, hlen, (long long)have);
     // One more byte: there must be none, and reading to the end checks the gzip CRC.
     uint8_t extra;
     int64_t got = gz_read(f, &extra, 1, &why);
     if (got < 0)
-        return fail(err, errlen, "%s: corrupt gzip data: %s", path, why);
+        return rt_data_fail(err, errlen, "%s: corrupt gzip data: %s", path, why);
     if (got > 0)
-        return fail(err, errlen,
+        return rt_data_fail(err, errlen,
                     "%s: bytes after the data (the header says %lld bytes after %d of header)",
                     path, (long long)want, hlen);
     return 0;
@@ -179,16 +181,16 @@ static int idx_read(const char *path, Idx *x, char *err, size_t errlen) {
     *x = (Idx){0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+        return rt_data_fail(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: is a directory", path);
+        return rt_data_fail(err, errlen, "%s: is a directory", path);
     }
     gzFile f = gzdopen(fd, "rb");
     if (!f) {
         close(fd);
-        return fail(err, errlen, "%s: out of memory", path);
+        return rt_data_fail(err, errlen, "%s: out of memory", path);
     }
     gzbuffer(f, 1 << 17);
     int rc = idx_header(f, path, x, err, errlen);
@@ -243,12 +245,12 @@ static void idx_to_i32(const Idx *x, int32_t *out) {
 static int idx_labels_ok(const Idx *im, const Idx *lb, const char *images, const char *labels,
                          char *err, size_t errlen) {
     if (lb->ndim != 1)
-        return fail(err, errlen, "%s: labels must have rank 1, found rank %d", labels, lb->ndim);
+        return rt_data_fail(err, errlen, "%s: labels must have rank 1, found rank %d", labels, lb->ndim);
     if (lb->type == 0x0D || lb->type == 0x0E)
-        return fail(err, errlen, "%s: unsupported dtype %s for labels (expected an integer type)",
+        return rt_data_fail(err, errlen, "%s: unsupported dtype %s for labels (expected an integer type)",
                     labels, lb->tname);
     if (lb->shape[0] != im->shape[0])
-        return fail(err, errlen, "%s: label count %lld differs from image count %lld in %s",
+        return rt_data_fail(err, errlen, "%s: label count %lld differs from image count %lld in %s",
                     labels, (long long)lb->shape[0], (long long)im->shape[0], images);
     return 0;
 }
@@ -257,16 +259,16 @@ static int idx_build(const Idx *im, const Idx *lb, int normalize, RtDataset *ds,
                      const char *path, char *err, size_t errlen) {
     RtTensor t = rt_tensor_new(RT_F32, im->ndim, im->shape);
     if (!t.data)
-        return fail(err, errlen, "%s: out of memory for %lld images", path,
+        return rt_data_fail(err, errlen, "%s: out of memory for %lld images", path,
                     (long long)im->shape[0]);
     idx_to_f32(im, t.data, normalize);
-    add_col(ds, "images", t);
+    rt_data_add_col(ds, "images", t);
     if (lb->data) {
         RtTensor l = rt_tensor_new(RT_I32, 1, lb->shape);
         if (!l.data)
-            return fail(err, errlen, "%s: out of memory", path);
+            return rt_data_fail(err, errlen, "%s: out of memory", path);
         idx_to_i32(lb, l.data);
-        add_col(ds, "labels", l);
+        rt_data_add_col(ds, "labels", l);
     }
     ds->n = im->shape[0];
     return 0;
@@ -276,7 +278,7 @@ int rt_data_idx(const char *images, const char *labels, int normalize, RtDataset
                 char *err, size_t errlen) {
     *out = (RtDataset){0};
     if (!images)
-        return fail(err, errlen, "rt_data_idx: no images file given");
+        return rt_data_fail(err, errlen, "rt_data_idx: no images file given");
     Idx im, lb = {0};
     RtDataset ds = {0};
     int rc = idx_read(images, &im, err, errlen);
@@ -310,15 +312,15 @@ static int check_dir(const char *dir, const char *split, const char *fn, char *e
                      size_t errlen) {
     struct stat st;
     if (!dir || !split)
-        return fail(err, errlen, "%s: no directory or split given", fn);
+        return rt_data_fail(err, errlen, "%s: no directory or split given", fn);
     if (strcmp(split, "train") != 0 && strcmp(split, "test") != 0)
-        return fail(err, errlen, "%s: unknown split '%s' (expected train or test)", dir, split);
+        return rt_data_fail(err, errlen, "%s: unknown split '%s' (expected train or test)", dir, split);
     if (stat(dir, &st) != 0)
-        return fail(err, errlen, "%s: %s", dir, strerror(errno));
+        return rt_data_fail(err, errlen, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return fail(err, errlen, "%s: not a directory", dir);
+        return rt_data_fail(err, errlen, "%s: not a directory", dir);
     if (strlen(dir) > PATH_MAX - 64)
-        return fail(err, errlen, "%s: path too long", dir);
+        return rt_data_fail(err, errlen, "%s: path too long", dir);
     return 0;
 }
 
@@ -332,9 +334,9 @@ int rt_data_idx_dir(const char *dir, const char *split, int normalize, RtDataset
     snprintf(iname, sizeof iname, "%s-images-idx3-ubyte", pre);
     snprintf(lname, sizeof lname, "%s-labels-idx1-ubyte", pre);
     if (find_file(ipath, sizeof ipath, dir, iname))
-        return fail(err, errlen, "%s: no %s or %s.gz in this directory", dir, iname, iname);
+        return rt_data_fail(err, errlen, "%s: no %s or %s.gz in this directory", dir, iname, iname);
     if (find_file(lpath, sizeof lpath, dir, lname))
-        return fail(err, errlen, "%s: no %s or %s.gz in this directory", dir, lname, lname);
+        return rt_data_fail(err, errlen, "%s: no %s or %s.gz in this directory", dir, lname, lname);
     if (rt_data_idx(ipath, lpath, normalize, out, err, errlen))
         return -1;
     snprintf(out->source, sizeof out->source, "%s (%s)", dir, split);
@@ -349,13 +351,13 @@ int rt_data_idx_dir(const char *dir, const char *split, int normalize, RtDataset
 static int64_t cifar_count(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) != 0)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+        return rt_data_fail(err, errlen, "%s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return fail(err, errlen, "%s: not a regular file", path);
+        return rt_data_fail(err, errlen, "%s: not a regular file", path);
     if (st.st_size == 0)
-        return fail(err, errlen, "%s: empty file", path);
+        return rt_data_fail(err, errlen, "%s: empty file", path);
     if (st.st_size % CIFAR_RECORD != 0)
-        return fail(err, errlen,
+        return rt_data_fail(err, errlen,
                     "%s: size %lld is not a multiple of %d bytes (a record is 1 label byte and "
                     "%d image bytes)", path, (long long)st.st_size, CIFAR_RECORD, CIFAR_IMAGE);
     return st.st_size / CIFAR_RECORD;
@@ -367,14 +369,14 @@ static int cifar_read(const char *path, int64_t n, float *img, int32_t *lab,
     enum { CHUNK = 256 };
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+        return rt_data_fail(err, errlen, "%s: %s", path, strerror(errno));
     uint8_t *buf = malloc((size_t)CHUNK * CIFAR_RECORD);
-    int rc = buf ? 0 : fail(err, errlen, "%s: out of memory", path);
+    int rc = buf ? 0 : rt_data_fail(err, errlen, "%s: out of memory", path);
     for (int64_t r = 0; rc == 0 && r < n; r += CHUNK) {
         size_t k = (size_t)(n - r < CHUNK ? n - r : CHUNK);
         size_t got = fread(buf, CIFAR_RECORD, k, f);
         if (got < k) {   // the file shrank since cifar_count
-            rc = fail(err, errlen, "%s: truncated (expected %lld bytes, found %lld)", path,
+            rc = rt_data_fail(err, errlen, "%s: truncated (expected %lld bytes, found %lld)", path,
                       (long long)(n * CIFAR_RECORD), (long long)((r + (int64_t)got) * CIFAR_RECORD));
             break;
         }
@@ -382,7 +384,7 @@ static int cifar_read(const char *path, int64_t n, float *img, int32_t *lab,
             const uint8_t *rec = buf + i * CIFAR_RECORD;
             int64_t at = r + (int64_t)i;
             if (rec[0] > 9) {
-                rc = fail(err, errlen, "%s: record %lld (byte %lld): label %d is not in 0..9",
+                rc = rt_data_fail(err, errlen, "%s: record %lld (byte %lld): label %d is not in 0..9",
                           path, (long long)at, (long long)(at * CIFAR_RECORD), rec[0]);
                 break;
             }
@@ -401,11 +403,11 @@ int rt_data_cifar10(const char *const *files, int nfiles, int normalize, RtDatas
                     char *err, size_t errlen) {
     *out = (RtDataset){0};
     if (!files || nfiles < 1)
-        return fail(err, errlen, "rt_data_cifar10: no files given");
+        return rt_data_fail(err, errlen, "rt_data_cifar10: no files given");
     // Count first, so one allocation holds every record.
     int64_t *count = malloc((size_t)nfiles * sizeof *count), n = 0;
     if (!count)
-        return fail(err, errlen, "rt_data_cifar10: out of memory");
+        return rt_data_fail(err, errlen, "rt_data_cifar10: out of memory");
     for (int i = 0; i < nfiles; i++) {
         count[i] = cifar_count(files[i], err, errlen);
         if (count[i] < 0) {
@@ -416,11 +418,11 @@ int rt_data_cifar10(const char *const *files, int nfiles, int normalize, RtDatas
     }
     RtDataset ds = {0};
     int64_t ishape[4] = {n, 3, 32, 32};
-    add_col(&ds, "images", rt_tensor_new(RT_F32, 4, ishape));
-    add_col(&ds, "labels", rt_tensor_new(RT_I32, 1, &n));
+    rt_data_add_col(&ds, "images", rt_tensor_new(RT_F32, 4, ishape));
+    rt_data_add_col(&ds, "labels", rt_tensor_new(RT_I32, 1, &n));
     int rc = 0;
     if (!ds.col[0].t.data || !ds.col[1].t.data)
-        rc = fail(err, errlen, "%s: out of memory for %lld images", files[0], (long long)n);
+        rc = rt_data_fail(err, errlen, "%s: out of memory for %lld images", files[0], (long long)n);
     float lut[256];
     byte_table(lut, normalize);
     float *img = ds.col[0].t.data;
@@ -457,7 +459,7 @@ int rt_data_cifar10_dir(const char *dir, const char *split, int normalize, RtDat
         snprintf(base, sizeof base, "%s/cifar-10-batches-bin", dir);
         snprintf(path[0], sizeof path[0], "%s/%s", base, names[0]);
         if (access(path[0], F_OK) != 0)
-            return fail(err, errlen, "%s: no %s here or in %s/cifar-10-batches-bin", dir,
+            return rt_data_fail(err, errlen, "%s: no %s here or in %s/cifar-10-batches-bin", dir,
                         names[0], dir);
     }
     const char *files[5];
@@ -497,27 +499,27 @@ static int npy_column(RtDataset *ds, const char *const *paths, int i, char *err,
     npy_name(name, paths[i]);
     int rc = 0;
     if (t.ndim < 1)
-        rc = fail(err, errlen, "%s: a 0-d array has no example axis", paths[i]);
+        rc = rt_data_fail(err, errlen, "%s: a 0-d array has no example axis", paths[i]);
     else if (i > 0 && t.shape[0] != ds->n)
-        rc = fail(err, errlen, "%s: first dimension %lld differs from %lld in %s", paths[i],
+        rc = rt_data_fail(err, errlen, "%s: first dimension %lld differs from %lld in %s", paths[i],
                   (long long)t.shape[0], (long long)ds->n, paths[0]);
     for (int j = 0; rc == 0 && j < ds->ncol; j++)
         if (strcmp(ds->col[j].name, name) == 0)
-            rc = fail(err, errlen, "%s: column name '%s' is taken by %s", paths[i], name,
+            rc = rt_data_fail(err, errlen, "%s: column name '%s' is taken by %s", paths[i], name,
                       paths[j]);
     if (rc) {
         rt_tensor_free(&t);
         return -1;
     }
     ds->n = t.shape[0];
-    add_col(ds, name, t);
+    rt_data_add_col(ds, name, t);
     return 0;
 }
 
 int rt_data_npy(const char *const *paths, int n, RtDataset *out, char *err, size_t errlen) {
     *out = (RtDataset){0};
     if (!paths || n < 1 || n > RT_DATA_MAXCOL)
-        return fail(err, errlen, "rt_data_npy: %d files (expected 1 to %d)", paths ? n : 0,
+        return rt_data_fail(err, errlen, "rt_data_npy: %d files (expected 1 to %d)", paths ? n : 0,
                     RT_DATA_MAXCOL);
     RtDataset ds = {0};
     for (int i = 0; i < n; i++) {

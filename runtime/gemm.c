@@ -61,51 +61,33 @@ typedef struct {
 // layout). beta == 0 never reads c, as BLAS promises.
 #define KB 128
 #define NB 512
-static void loops_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs,
-                      const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs, float beta) {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++)
-            c[i * crs + j * ccs] = beta == 0 ? 0 : beta * c[i * crs + j * ccs];
-    for (int64_t j0 = 0; j0 < n; j0 += NB) {
-        int64_t nj = n - j0 < NB ? n - j0 : NB;
-        for (int64_t k0 = 0; k0 < k; k0 += KB) {
-            int64_t k1 = k - k0 < KB ? k : k0 + KB;
-            for (int64_t i = 0; i < m; i++) {
-                float *ci = c + i * crs + j0 * ccs;
-                for (int64_t p = k0; p < k1; p++) {
-                    const float av = a[i * ars + p * acs], *bp = b + p * brs + j0 * bcs;
-                    if (bcs == 1 && ccs == 1)
-                        for (int64_t j = 0; j < nj; j++) ci[j] += av * bp[j];
-                    else
-                        for (int64_t j = 0; j < nj; j++) ci[j * ccs] += av * bp[j * bcs];
-                }
-            }
-        }
+// One definition for both float types (T: float or double).
+#define DEFINE_LOOPS(NAME, T)                                                                            \
+    static void NAME(int64_t m, int64_t n, int64_t k, const T *a, int64_t ars, int64_t acs, const T *b,      \
+                     int64_t brs, int64_t bcs, T *c, int64_t crs, int64_t ccs, T beta) {                   \
+        for (int64_t i = 0; i < m; i++)                                                                    \
+            for (int64_t j = 0; j < n; j++)                                                                \
+                c[i * crs + j * ccs] = beta == 0 ? 0 : beta * c[i * crs + j * ccs];                        \
+        for (int64_t j0 = 0; j0 < n; j0 += NB) {                                                           \
+            int64_t nj = n - j0 < NB ? n - j0 : NB;                                                        \
+            for (int64_t k0 = 0; k0 < k; k0 += KB) {                                                       \
+                int64_t k1 = k - k0 < KB ? k : k0 + KB;                                                    \
+                for (int64_t i = 0; i < m; i++) {                                                          \
+                    T *ci = c + i * crs + j0 * ccs;                                                        \
+                    for (int64_t p = k0; p < k1; p++) {                                                    \
+                        const T av = a[i * ars + p * acs], *bp = b + p * brs + j0 * bcs;                   \
+                        if (bcs == 1 && ccs == 1)                                                          \
+                            for (int64_t j = 0; j < nj; j++) ci[j] += av * bp[j];                          \
+                        else                                                                               \
+                            for (int64_t j = 0; j < nj; j++) ci[j * ccs] += av * bp[j * bcs];              \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
     }
-}
-
-static void loops_f64(int64_t m, int64_t n, int64_t k, const double *a, int64_t ars, int64_t acs,
-                      const double *b, int64_t brs, int64_t bcs, double *c, int64_t crs, int64_t ccs, double beta) {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++)
-            c[i * crs + j * ccs] = beta == 0 ? 0 : beta * c[i * crs + j * ccs];
-    for (int64_t j0 = 0; j0 < n; j0 += NB) {
-        int64_t nj = n - j0 < NB ? n - j0 : NB;
-        for (int64_t k0 = 0; k0 < k; k0 += KB) {
-            int64_t k1 = k - k0 < KB ? k : k0 + KB;
-            for (int64_t i = 0; i < m; i++) {
-                double *ci = c + i * crs + j0 * ccs;
-                for (int64_t p = k0; p < k1; p++) {
-                    const double av = a[i * ars + p * acs], *bp = b + p * brs + j0 * bcs;
-                    if (bcs == 1 && ccs == 1)
-                        for (int64_t j = 0; j < nj; j++) ci[j] += av * bp[j];
-                    else
-                        for (int64_t j = 0; j < nj; j++) ci[j * ccs] += av * bp[j * bcs];
-                }
-            }
-        }
-    }
-}
+DEFINE_LOOPS(loops_f32, float)
+DEFINE_LOOPS(loops_f64, double)
+#undef DEFINE_LOOPS
 
 // One tile: rows [i0, i0+mt) and columns [j0, j0+nt) of product p.
 static void tile(const Gemm *g, int64_t p, int64_t i0, int64_t mt, int64_t j0, int64_t nt) {

@@ -62,4 +62,10 @@ typedef struct {
 int rt_plot_png(const char *png_path, const char *title, const PlotPanel *panels, int npanels,
                 char *err, size_t errlen);
 
+// data.c, shared with csv.c: a formatted message in err, returning -1 (the loaders'
+// failure value); appending a column to a data set.
+#include "data.h"
+int rt_data_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void rt_data_add_col(RtDataset *ds, const char *name, RtTensor t);
+
 #endif

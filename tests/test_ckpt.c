@@ -14,18 +14,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 
-static int npass, nfail;
 
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? npass++ : nfail++;
-}
 
 static char tmpdir[64];
 

@@ -12,26 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "check.h"
 
-static int npass, nfail;
 static char tmpdir[64];
 static char err[1024];
 
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? npass++ : nfail++;
-}
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 // A path in the scratch directory, in one of 64 rotating buffers: a test may hold a few
 // while it makes more.

@@ -21,17 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int npass, nfail;
-
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  ok ? npass++ : nfail++;
-}
+#include "check.h"
 
 // ---- building test graphs ------------------------------------------------------------
 // "B,3" -> [B, 3] (names are symbols); "" -> a scalar.
