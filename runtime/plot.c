@@ -151,7 +151,7 @@ static void draw_panel(const PlotPanel *p, double top, double bottom, const char
     int col[PLOT_MAXSERIES];
     series_colors(p, col);
     extent(p, &x0, &x1, &y0, &y1);
-    plvpor(0.09, 0.77, bottom, top);
+    plvpor(0.11, 0.77, bottom, top);
     plwind(x0, x1, y0, y1);
     double xt = p->xwhole ? whole_tick(x1 - x0) : 0;
     plwidth(1.0);
@@ -163,11 +163,11 @@ static void draw_panel(const PlotPanel *p, double top, double bottom, const char
     plwidth(1.0);
     plcol0(C_FRAME);
     plbox("bc", 0, 0, "bc", 0, 0);
-    plbox("bntif", xt, 0, "bntiv", 0, 0);   // f: 20000, not 2.0 (x10^4)
+    plbox("bntif", xt, 0, "bntifv", 0, 0);   // f: 20000 and 0.88, not 2.0 (x10^4) and 8.8 (x10^-1)
     char buf[256];
     plcol0(C_TEXT);
     plmtex("b", 3.0, 0.5, 0.5, plain(buf, sizeof buf, p->xlabel));
-    plmtex("l", 5.4, 0.5, 0.5, plain(buf, sizeof buf, p->ylabel));
+    plmtex("l", 6.6, 0.5, 0.5, plain(buf, sizeof buf, p->ylabel));
     if (title) {
         plschr(0, 1.3 * TEXT);
         plmtex("t", 1.5, 0.5, 0.5, plain(buf, sizeof buf, title));
