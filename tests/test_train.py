@@ -270,6 +270,74 @@ print parameter("dense.2.W")
     check("a parameter missing from the file is an error", rc == 1 and "no tensor for 1 parameter: 'V'" in err, err)
 
 
+def t_batchnorm_step():
+    """One SGD step through batch_norm in training mode against NumPy: the
+    gradients of gamma, beta and a weight through the batch statistics, and
+    the running statistics' update."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(1.0, 2.0, (8, 3)).astype(np.float32)
+    y = np.zeros(8, np.int32)
+    np.save(os.path.join(TMP, "bx.npy"), x)
+    np.save(os.path.join(TMP, "by.npy"), y)
+    W0 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5], [-1.0, 1.0, 0.75]], np.float32)
+    src = """data d = npy(["bx.npy", "by.npy"])
+input x : f32[B, 3]
+input y : i32[B]
+param W : f32[3, 3] = %s
+param gamma : f32[3] = [1.5, 0.5, 2]
+param beta : f32[3] = [0.1, -0.2, 0.3]
+state rm : f32[3] = zeros
+state rv : f32[3] = ones
+h = batch_norm(x @ W, rm, rv, gamma, beta, momentum=0.25, eps=0.001)
+loss = mean(h ^ 2 * [1, 2, 3]) + 0 * cast(sum(y), f32)
+train loss on d with sgd(lr=1), batch=8, epochs=1, shuffle=false
+save "bn1.safetensors"
+""" % np.array2string(W0, separator=", ")
+    rc, out, err = kiln(src)
+    if rc != 0:
+        check("batch_norm training step runs", False, err[-1000:])
+        return
+    w = weights(os.path.join(TMP, "bn1.safetensors"))
+    # NumPy reference, in float64
+    x64, W, g, b = x.astype(np.float64), W0.astype(np.float64), np.array([1.5, 0.5, 2]), np.array([0.1, -0.2, 0.3])
+    c = np.array([1.0, 2.0, 3.0])
+    z = x64 @ W
+    m, v = z.mean(0), z.var(0)
+    zh = (z - m) / np.sqrt(v + 1e-3)
+    h = zh * g + b
+    n = h.size
+    dh = 2 * h * c / n
+    dg, db = (dh * zh).sum(0), dh.sum(0)
+    dzh = dh * g
+    dz = (dzh - dzh.mean(0) - zh * (dzh * zh).mean(0)) / np.sqrt(v + 1e-3)
+    dW = x64.T @ dz
+    ok = np.allclose(w["gamma"], g - dg, rtol=1e-4, atol=1e-5) and np.allclose(w["beta"], b - db, rtol=1e-4, atol=1e-5) \
+        and np.allclose(w["W"], W - dW, rtol=1e-4, atol=1e-4)
+    check("batch_norm's training-mode gradients match NumPy (one SGD step)", ok,
+          "gamma %s vs %s\nW %s vs %s" % (w["gamma"], g - dg, w["W"].ravel(), (W - dW).ravel()))
+    ok = np.allclose(w["rm"], 0.25 * m, rtol=1e-5, atol=1e-6) and \
+        np.allclose(w["rv"], 0.75 + 0.25 * z.var(0, ddof=1), rtol=1e-5, atol=1e-6)
+    check("batch_norm's running statistics move by momentum (unbiased variance)", ok, "%s %s" % (w["rm"], w["rv"]))
+
+
+def t_dropout_masks():
+    """In a training step dropout keeps the mean (scaling by 1/(1-p)) and draws
+    a new mask every step; the loss per step is read from --log."""
+    np.save(os.path.join(TMP, "ones.npy"), np.ones((256, 1000), np.float32))
+    src = """data d = npy(["ones.npy"])
+input x : f32[B, 1000]
+param W : f32[3] = zeros
+loss = mean(dropout(x, 0.3)) + 0 * sum(W)
+zeros_frac = mean(cast(dropout(x, 0.3) == 0, f32))
+train loss on d with sgd, batch=64, epochs=2
+"""
+    rc, out, err = kiln(src, "--log", "drop.csv")
+    rows = [r.split(",") for r in open(os.path.join(TMP, "drop.csv")).read().splitlines()[1:]] if rc == 0 else []
+    losses = [float(r[3]) for r in rows if r[2] == "loss"]
+    ok = len(losses) == 8 and all(abs(v - 1) < 0.02 for v in losses) and len(set(losses)) == 8
+    check("dropout keeps the expected value and draws a new mask each step", ok, "%s %s" % (losses, err[-500:]))
+
+
 def t_interrupt():
     big = CSV_MODEL % ("sgd(lr=0.01)", 100000, "")
     path = os.path.join(TMP, "long.kiln")
@@ -353,7 +421,7 @@ def main():
         return 2
     make_data()
     t0 = time.time()
-    tests = [t_optimizers, t_formats, t_checkpoints, t_interrupt, t_cli_and_output, t_errors]
+    tests = [t_optimizers, t_formats, t_checkpoints, t_batchnorm_step, t_dropout_masks, t_interrupt, t_cli_and_output, t_errors]
     for t in tests:
         if ONLY and ONLY not in t.__name__:
             continue
