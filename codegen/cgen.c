@@ -49,7 +49,19 @@ static void end_kernel(Gen *g) {
   g->nmemo = 0;
 }
 
-// Elementwise: rows in parallel, the last axis as the inner (vectorized) loop.
+// Where an elementwise kernel splits its axes: [0, s) are the rows run in
+// parallel (unraveled once per row), [s, nd) nested loops with no division in
+// them. The inner block takes trailing axes until it holds 256 elements, so a
+// short last axis (a 5x5 window) does not cost a division per element.
+static int inner_split(const Node *n) {
+  int s = n->ndim - 1;
+  int64_t inner = n->shape[s].sym ? 1 << 30 : n->shape[s].k;
+  while (s > 1 && inner < 256 && !n->shape[s - 1].sym) inner *= n->shape[--s].k;
+  return s;
+}
+
+// Elementwise: rows in parallel, the trailing axes as nested inner loops (the
+// last one vectorized).
 static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   Node *n = K->node;
   char L[64], t[16];
@@ -63,24 +75,30 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
     cg_prod(work, 128, n->shape, 0, n->ndim);
     strcpy(grain, "4096");
   } else {
-    cg_dim(L, sizeof L, n->shape[n->ndim - 1]);
+    int s = inner_split(n);
+    cg_prod(L, sizeof L, n->shape, s, n->ndim);
     cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
     g->ind++;
-    Index *rows = cg_index(g, n->ndim - 1, n->shape);
+    Index *rows = cg_index(g, s, n->shape);
     strcpy(rows->lin, "r");
     cg_need_idx(g, rows);
-    for (int d = 0; d < n->ndim - 1; d++) strcpy(ix->idx[d], rows->idx[d]);
-    cg_line(g, "for (int64_t j = 0; j < %s; j++) {", L);
-    g->ind++;
-    strcpy(ix->idx[n->ndim - 1], "j");
-    ix->has_idx = 1;
-    cg_line(g, "int64_t %s = r*%s + j;", cg_tmp(g, t), L);
+    for (int d = 0; d < s; d++) strcpy(ix->idx[d], rows->idx[d]);
+    cg_line(g, "int64_t %s = r*%s;", cg_tmp(g, t), L);   // the element's index, counted up
     strcpy(ix->lin, t);
-    cg_prod(work, 128, n->shape, 0, n->ndim - 1);
+    for (int d = s; d < n->ndim; d++) {
+      char dd[64];
+      cg_dim(dd, sizeof dd, n->shape[d]);
+      snprintf(ix->idx[d], sizeof ix->idx[d], "j%d", d);
+      cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", d, d, dd, d);
+      g->ind++;
+    }
+    ix->has_idx = 1;
+    cg_prod(work, 128, n->shape, 0, s);
     snprintf(grain, 128, "(4096 / (%s + 1) + 1)", L);
   }
   const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
   cg_line(g, "b%d[%s] = %s;", K->out, ix->lin, v);
+  if (n->ndim > 1) cg_line(g, "%s++;", ix->lin);
   while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
   end_kernel(g);
 }

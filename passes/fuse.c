@@ -37,6 +37,10 @@ static void need_view(Schedule *s, Node *n) {
   while ((m->op == OP_TRANSPOSE || m->op == OP_BROADCAST || m->op == OP_SLICE ||
           (m->op == OP_RESHAPE && sched_unit_reshape(m))) && sched_buf(s, m->src[0]) < 0)
     m = m->src[0];
+  // A reshape's source in its own layout is the same memory, and its richer
+  // shape gives the kernel that fills it loops without divisions (im2col's
+  // [N, OH, OW, C, KH, KW] windows rather than their [N*OH*OW, C*KH*KW] matrix).
+  if (m->op == OP_RESHAPE && sched_buf(s, m->src[0]) < 0) m = m->src[0];
   materialize(s, m);
 }
 
