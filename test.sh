@@ -36,6 +36,7 @@ run_suites() {  # build dir, label
   suite "$l gradcheck" .venv/bin/python tests/test_gradcheck.py "$b/kiln"
   suite "$l nn ops" .venv/bin/python tests/test_nn.py "$b/kiln"
   suite "$l training" .venv/bin/python tests/test_train.py "$b/kiln"
+  suite "$l docs" .venv/bin/python tests/test_docs.py "$b/kiln"
 }
 # A private compile cache, so tests see the compiler run and nothing stale.
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
