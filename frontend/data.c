@@ -1,8 +1,9 @@
 // Data sources: the builtins a `data` statement calls (idx, cifar10, csv,
 // npy) describe where the examples are; the runtime's loaders (runtime/data.h)
-// read them when a train or evaluate statement first needs a split.
-#include "builtins_int.h"
-#include "runtime/data.h"
+// read them when a train or evaluate statement first needs a split. Also the
+// session's training state (Trainer) and the binding of data columns to a
+// graph's inputs.
+#include "train_int.h"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,4 +125,116 @@ int data_load(const DataSrc *d, int split, RtDataset *out, char *err, size_t len
   if (!strcmp(d->kind, "csv"))
     return rt_data_csv(f[0], d->label == INT_MIN ? RT_DATA_NOLABEL : d->label, d->header, out, err, len);
   return rt_data_npy(f, nf, out, err, len);
+}
+
+// ---- the session's training state ------------------------------------------------
+Trainer *trainer(Ev *ev) {
+  if (!ev->tr && !(ev->tr = calloc(1, sizeof *ev->tr))) abort();
+  return ev->tr;
+}
+
+void drop_slots(Trainer *t) {
+  for (int i = 0; i < t->nslots; i++) {
+    free(t->slots[i]->name);
+    for (int k = 0; k < 2; k++) rt_tensor_free(&t->slots[i]->slot[k]);
+    free(t->slots[i]);
+  }
+  t->nslots = 0;
+}
+
+void run_end(Run *r) {
+  if (r->sigint_set) sigaction(SIGINT, &r->old, NULL);
+  rt_batcher_free(r->batches);
+  rt_batcher_free(r->eval_batches);
+  if (r->metrics) rt_metrics_close(r->metrics, NULL, 0);
+  rt_progress_free(r->progress);
+  prog_free(r->step);
+  for (int i = 0; i < r->nout; i++) rt_tensor_free(&r->out[i]);
+  for (int i = 0; i < 4; i++) rt_tensor_free(&r->scalars[i]);
+  memset(r, 0, sizeof *r);
+}
+
+void ev_train_free(Ev *ev) {
+  Trainer *t = ev->tr;
+  if (!t) return;
+  run_end(&t->run);
+  for (int i = 0; i < t->ndata; i++) { free(t->data[i]->key); rt_dataset_free(&t->data[i]->ds); free(t->data[i]); }
+  drop_slots(t);
+  free(t->data); free(t->slots); free(t);
+  ev->tr = NULL;
+}
+
+// ---- data ------------------------------------------------------------------------------
+// data NAME = SOURCE: the value bound to NAME (the source, named for messages).
+Value ev_data_value(Ev *ev, Env *env, AstNode *s) {
+  Value v = ev_eval_expr(ev, env, s->rhs);
+  if (v.kind != V_DATA)
+    ev_fail(ev, s->rhs->span, "a data statement needs a data source: idx(...), cifar10(...), csv(...) or npy(...)");
+  DataSrc *d = arena_alloc(ev->arena, sizeof *d);
+  *d = *v.data;
+  d->name = s->str;
+  v.data = d;
+  return v;
+}
+
+// The split a statement reads, loaded once per session.
+RtDataset *split_data(Ev *ev, AstNode *e, int dflt, const char **name) {
+  Value v = ev_eval_expr(ev, ev->globals, e);
+  if (v.kind != V_DATA) ev_fail(ev, e->span, "expected a data set here (a name from a data statement, like fmnist.train)");
+  DataSrc *d = v.data;
+  int split = d->split == SPLIT_NONE ? dflt : d->split;
+  char key[4096];
+  int k = snprintf(key, sizeof key, "%s|%s|%d|%d|%d|%d", d->kind, d->dir ? d->dir : "", d->normalize, d->label, d->header, split);
+  for (int i = 0; i < d->nfiles[split] && k < (int)sizeof key; i++) k += snprintf(key + k, sizeof key - k, "|%s", d->files[split][i]);
+  Trainer *t = trainer(ev);
+  *name = d->name ? d->name : d->kind;
+  for (int i = 0; i < t->ndata; i++) if (!strcmp(t->data[i]->key, key)) return &t->data[i]->ds;
+  RtDataset ds;
+  char err[1024];
+  if (data_load(d, split, &ds, err, sizeof err)) ev_fail(ev, e->span, "%s", err);
+  t->data = realloc(t->data, sizeof *t->data * (t->ndata + 1));
+  LoadedData *ld = malloc(sizeof *ld);
+  if (!t->data || !ld) abort();
+  ld->key = strdup(key);
+  ld->ds = ds;
+  t->data[t->ndata++] = ld;
+  return &ld->ds;
+}
+
+// Which data column feeds input `in` (columns bind to inputs in declaration
+// order), with its per-example shape checked against the input's.
+int column_of(Ev *ev, RtDataset *ds, Node *in, const char *dname, Span sp) {
+  int j = 0;
+  while (j < ev->ninputs && ev->inputs[j] != in) j++;
+  if (j == ev->ninputs) ev_fail(ev, sp, "internal error: input '%s' was not declared", in->a.name);
+  if (j >= ds->ncol)
+    ev_fail(ev, sp, "%s has %d column%s, but this needs input '%s', the %d%s declared (columns bind to inputs in order)", dname,
+            ds->ncol, ds->ncol == 1 ? "" : "s", in->a.name, j + 1, j == 0 ? "st" : j == 1 ? "nd" : j == 2 ? "rd" : "th");
+  if (in->ndim < 1 || !in->shape[0].sym || in->shape[0].k != 1)
+    ev_fail(ev, sp, "input '%s' gets data in batches, so its first dimension must be a batch size name (like B)", in->a.name);
+  int64_t want = 1, have = 1;
+  for (int d = 1; d < in->ndim; d++) {
+    if (in->shape[d].sym && in->shape[d].k) ev_fail(ev, sp, "input '%s' has a symbolic size after the batch axis", in->a.name);
+    want *= in->shape[d].k;
+  }
+  RtTensor *t = &ds->col[j].t;
+  for (int d = 1; d < t->ndim; d++) have *= t->shape[d];
+  if (want != have) {
+    char b[128], c[256] = "";
+    size_t k = 0;
+    for (int d = 1; d < t->ndim; d++) k += snprintf(c + k, sizeof c - k, "%s%lld", d > 1 ? ", " : "", (long long)t->shape[d]);
+    ev_fail(ev, sp, "%s's column '%s' has examples of shape [%s] (%lld values), but input '%s' is %s (%lld per example)", dname,
+            ds->col[j].name, c, (long long)have, in->a.name, ir_shape_str(ev->c, in->ndim, in->shape, b, sizeof b), (long long)want);
+  }
+  return j;
+}
+
+// A batch tensor viewed with the input's shape (same data: reshapes are free).
+RtTensor as_input(const RtTensor *batch, Node *in) {
+  RtTensor v = *batch;
+  v.owns = 0;
+  v.ndim = in->ndim;
+  v.shape[0] = batch->shape[0];
+  for (int d = 1; d < in->ndim; d++) v.shape[d] = in->shape[d].k;
+  return v;
 }

@@ -1,0 +1,127 @@
+// The evaluate statement: metrics (batch means or per-example values)
+// averaged over a data split, and the helpers that run a compiled graph on a batch.
+#include "train_int.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- running compiled graphs -----------------------------------------------------------
+void run_graph(Ev *ev, Program *pr, RtTensor *in, RtTensor *out, int alloc, Span sp) {
+  int64_t D[65] = {0}, shape[IR_MAXDIM];
+  char err[512];
+  if (prog_bind(pr, in, D, err, sizeof err)) ev_fail(ev, sp, "%s", err);
+  for (int i = 0; alloc && i < pr->g->nout; i++) {
+    int nd;
+    prog_out_shape(pr, i, D, &nd, shape);
+    out[i] = rt_tensor_new((RtDType)pr->g->outs[i]->dtype, nd, shape);
+    if (!out[i].data) ev_fail(ev, sp, "out of memory for the step's results");
+  }
+  int rc = prog_run(&ev->pipe, pr, D, in, out, 0);
+  if (rc == PROG_NO_MEMORY) ev_fail(ev, sp, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
+  if (rc) ev_fail(ev, sp, "could not run the compiled graph");
+}
+
+double scalar_value(const RtTensor *t) {
+  switch (t->dtype) {
+  case RT_F32: return *(float *)t->data;
+  case RT_F64: return *(double *)t->data;
+  case RT_I32: return *(int32_t *)t->data;
+  case RT_I64: return (double)*(int64_t *)t->data;
+  default: return *(uint8_t *)t->data;
+  }
+}
+
+// ---- metrics (evaluate statements) -------------------------------------------------------
+
+static const char *metric_name(Ev *ev, AstNode *e, int i) {
+  if (e->kind == AST_NAME) return e->str;
+  if (e->kind == AST_CALL && e->lhs->kind == AST_NAME) return e->lhs->str;
+  char b[32];
+  snprintf(b, sizeof b, "metric%d", i + 1);
+  return arena_strdup(ev->arena, b);
+}
+
+void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
+  m->n = s->nitems;
+  m->names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
+  m->log_names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
+  m->nodes = arena_alloc(ev->arena, sizeof(Node *) * (m->n + 1));
+  m->per_example = arena_alloc(ev->arena, sizeof(int) * (m->n + 1));
+  for (int i = 0; i < m->n; i++) {
+    AstNode *e = s->items[i];
+    Node *t = ev_tensor(ev, ev_eval_expr(ev, ev->globals, e), e->span, "a metric");
+    if (!ir_is_float(t->dtype)) t = ir_cast(ev->c, t, DT_F64);
+    m->per_example[i] = t->ndim == 1 && t->shape[0].sym && t->shape[0].k == 1;
+    if (t->ndim && !m->per_example[i]) {
+      char b[128];
+      ev_fail(ev, e->span, "a metric must be a scalar (a mean over the batch) or one value per example; this has shape %s",
+              ir_shape_str(ev->c, t->ndim, t->shape, b, sizeof b));
+    }
+    m->names[i] = metric_name(ev, e, i);
+    char ln[300];
+    snprintf(ln, sizeof ln, "eval_%s", m->names[i]);
+    m->log_names[i] = arena_strdup(ev->arena, ln);
+    m->nodes[i] = t;
+  }
+  ev->binding_data = 1;
+  m->pr = ev_program(ev, m->nodes, m->n, &m->ins, &m->nin, s->span);
+  ev->binding_data = 0;
+}
+
+// Each metric averaged over the split's examples (batch means weighted by batch size).
+void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
+  const char *dname;
+  RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
+  int64_t batch = 1000;
+  for (int i = 0; i < s->nopts; i++) {
+    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
+    batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
+    if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
+  }
+  RtDType want[RT_DATA_MAXCOL];
+  int col[256];
+  for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
+  for (int i = 0; i < m->nin && i < 256; i++) {
+    Node *in = m->ins[i];
+    if (in->a.i[0] != ROLE_INPUT) continue;
+    col[i] = column_of(ev, ds, in, dname, s->rhs->span);
+    want[col[i]] = (RtDType)in->dtype;
+  }
+  char err[512];
+  Run *run = &trainer(ev)->run;
+  rt_batcher_free(run->eval_batches);
+  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, 1, err, sizeof err);
+  if (!b) ev_fail(ev, s->span, "%s", err);
+  rt_batcher_start(b, 0);
+  RtTensor cols[RT_DATA_MAXCOL], *in = arena_alloc(ev->arena, sizeof *in * (m->nin + 1));
+  RtTensor *out = arena_alloc(ev->arena, sizeof *out * (m->n + 1));
+  double *sum = arena_alloc(ev->arena, sizeof *sum * (m->n + 1));
+  int64_t got, total = 0, limit = ev->topts.eval_examples;
+  while ((!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
+    for (int i = 0; i < m->nin; i++) {
+      Node *x = m->ins[i];
+      in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(ev, x) : as_input(&cols[col[i]], x);
+    }
+    run_graph(ev, m->pr, in, out, 1, s->span);
+    for (int k = 0; k < m->n; k++) {
+      RtTensor *o = &out[k];
+      if (!m->per_example[k]) sum[k] += scalar_value(o) * (double)got;
+      else for (int64_t r = 0; r < got; r++) sum[k] += o->dtype == RT_F32 ? ((float *)o->data)[r] : ((double *)o->data)[r];
+      rt_tensor_free(o);
+    }
+    total += got;
+  }
+  for (int k = 0; k < m->n; k++) vals[k] = total ? sum[k] / (double)total : NAN;
+  rt_batcher_free(b);
+  run->eval_batches = NULL;
+}
+
+void ev_exec_evaluate(Ev *ev, AstNode *s) {
+  Metrics m;
+  metrics_compile(ev, s, &m);
+  if (!m.pr) return;   // kiln ir / emit-c: shown, not run
+  double *v = arena_alloc(ev->arena, sizeof(double) * (m.n + 1));
+  metrics_run(ev, s, &m, v);
+  for (int i = 0; i < m.n; i++) fprintf(ev->out, "%s: %.6g\n", m.names[i], v[i]);
+  fflush(ev->out);
+}
