@@ -282,10 +282,15 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   }
   TrainSpec ts;
   train_spec(ev, s, &ts);
+  // Each train statement runs its own epochs; only the one --resume applies to
+  // (the first) starts after the checkpoint's.
+  int first_epoch = 0;
   if (ev->topts.resume && !t->resumed) {
     load_checkpoint(ev, ev->topts.resume, s->span);
     t->resumed = 1;
+    first_epoch = t->epoch;
   }
+  t->epoch = first_epoch;
   if (t->opt_kind[0] && strcmp(t->opt_kind, opt_name(ts.opt.kind))) drop_slots(t);   // another optimizer starts fresh
   snprintf(t->opt_kind, sizeof t->opt_kind, "%s", opt_name(ts.opt.kind));
   const char *dname;
@@ -318,7 +323,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   int stopped = 0, first = 1, cut = 0;
   int64_t steps_here = 0;
   double *ev_vals = arena_alloc(ev->arena, sizeof(double) * (em.n + 1));
-  for (int epoch = t->epoch; epoch < ts.epochs && !stopped && !cut; epoch++) {
+  for (int epoch = first_epoch; epoch < ts.epochs && !stopped && !cut; epoch++) {
     rt_batcher_start(b, epoch);
     rt_progress_epoch_begin(pg, epoch + 1, ts.epochs, nb, ds->n);
     int64_t got, done = 0, seen = 0;

@@ -256,6 +256,11 @@ print parameter("dense.2.W")
     check("--resume continues at epoch 3", rc2 == 0 and "epoch 3/4" in e2 and "epoch 1/4" not in e2, e2[-800:])
     check("resumed training gives bit-identical weights to an uninterrupted run", rc1 == rc2 == rc3 == 0 and
           same_weights(os.path.join(TMP, "r.safetensors"), os.path.join(TMP, "full.safetensors")), e1 + e2 + e3)
+    # two train statements in one file: the second runs its own epochs
+    rc, out, err = kiln(CSV_MODEL % ("adam(lr=0.01)", 1, "") + "train loss on d.train with sgd(lr=0.01), epochs=2\n")
+    lines = [l for l in err.splitlines() if l.startswith("epoch ")]
+    check("a second train statement runs all its epochs", rc == 0 and len(lines) == 3 and
+          lines[-1].startswith("epoch 2/2"), err[-600:])
     # Python's safetensors writes a file; Kiln loads it and prints the values.
     from safetensors.numpy import save_file
     W = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
