@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""CPU speed: Kiln against PyTorch (eager and torch.compile), JAX, TensorFlow,
+PyTensor and tinygrad on the examples' models, plus GEMM, an elementwise chain
+and the machine's own peak FLOP/s and triad bandwidth.
+
+Run through ./run.sh, which makes the virtual environment and builds the C
+helpers. Every system is measured in this one run, for each thread count (1 and
+all cores), systems alternating inside each repetition (their order rotating
+from one repetition to the next) so that drift of this shared machine hits all
+of them alike; the tables give medians over the repetitions. Each run is its own
+process pinned with `taskset` to THREADS cores, with the library's own thread
+setting at THREADS too. Writes results.md, results.json and chart.png here.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PEERS = ["torch", "torch_compile", "jax", "tensorflow", "pytensor", "tinygrad"]
+SYSTEMS = ["kiln"] + PEERS
+NAME = {"kiln": "Kiln", "torch": "PyTorch eager", "torch_compile": "torch.compile", "jax": "JAX jit",
+        "tensorflow": "TF/Keras XLA", "pytensor": "PyTensor", "tinygrad": "tinygrad", "blis": "BLIS direct"}
+IMPORT = {"torch": "torch", "torch_compile": "torch", "jax": "jax", "tensorflow": "tensorflow",
+          "pytensor": "pytensor", "tinygrad": "tinygrad"}
+MODELS = ["logreg", "mlp", "cnn"]
+# the processes run here: what the examples save (mlp.safetensors, ...) lands in it
+WORKDIR = tempfile.mkdtemp(prefix="kiln-speed-")
+BATCH = {"logreg": 64, "mlp": 128, "cnn": 128}
+GEMM_SIZES = [256, 512, 1024, 2048]
+
+
+# ------------------------------------------------------------ FLOPs per image
+def model_flops():
+    """Forward and training FLOPs per image, from the layer shapes (a multiply-add
+    is 2 FLOPs; elementwise ops, pooling and the optimizer are left out). A
+    training step is the forward pass plus, per layer, the weight gradient and
+    (except for the first layer, whose input needs none) the input gradient,
+    each as many FLOPs as the forward product."""
+    def dense(i, o):
+        return 2 * i * o
+    def conv(c, o, hw, k):
+        return 2 * c * o * hw * hw * k * k
+    layers = {"logreg": [dense(784, 10)],
+              "mlp": [dense(784, 512), dense(512, 512), dense(512, 10)],
+              "cnn": [conv(1, 32, 28, 5), conv(32, 64, 14, 5), dense(64 * 7 * 7, 1024), dense(1024, 10)]}
+    out = {}
+    for m, ls in layers.items():
+        fwd = sum(ls)
+        out[m] = {"forward": fwd, "train": fwd + sum(ls) + sum(ls[1:])}
+    return out
+
+
+# ------------------------------------------------------------------ running
+def run_proc(cmd, threads, timeout, env=None):
+    """Run pinned to THREADS cores; (returncode, stdout, stderr, peak RSS MiB, seconds)."""
+    cores = ",".join(str(i) for i in range(threads))
+    full_env = dict(os.environ)
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "KILN_THREADS"):
+        full_env[v] = str(threads)
+    if threads == 1:
+        full_env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    full_env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    full_env.update(env or {})
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(["taskset", "-c", cores] + cmd, stdout=fo, stderr=fe, env=full_env, cwd=WORKDIR)
+        deadline = t0 + timeout
+        status, ru = 0, None
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                p.kill()
+                pid, status, ru = os.wait4(p.pid, 0)
+                status = -9
+                break
+            time.sleep(0.05)
+        p.returncode = 0
+        dt = time.perf_counter() - t0
+        fo.seek(0); fe.seek(0)
+        out, err = fo.read().decode(errors="replace"), fe.read().decode(errors="replace")
+    rc = -9 if status == -9 else os.waitstatus_to_exitcode(status)
+    return rc, out, err, ru.ru_maxrss / 1024, dt
+
+
+def why(rc, err, timeout):
+    if rc == -9:
+        return f"timed out after {timeout} s"
+    lines = [l for l in err.strip().splitlines() if l.strip()]
+    for l in reversed(lines):
+        if re.match(r"^\w*(Error|Exception)\b", l) or "Error:" in l:
+            return l.strip()[:200]
+    return (lines[-1].strip()[:200] if lines else f"exit status {rc}")
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.py = a.python
+        self.kiln = a.kiln
+        self.bin = a.bindir
+        self.res = {"train": {}, "rss": {}, "infer": {}, "gemm": {}, "ew": {}, "conv": {},
+                    "peak": {}, "peak_avx2": {}, "triad": {}, "failed": {}}
+        self.failed = self.res["failed"]
+
+    def log(self, *msg):
+        print(f"[{time.strftime('%H:%M:%S')}]", *msg, file=sys.stderr, flush=True)
+
+    def add(self, table, key, value):
+        self.res[table].setdefault(key, []).append(value)
+
+    def fail(self, system, what, reason):
+        self.log(f"  {system} {what} failed: {reason}")
+        self.failed[f"{system}|{what}"] = reason
+
+    def is_failed(self, system, what):
+        return f"{system}|{what}" in self.failed or f"{system}|all" in self.failed
+
+    # the machine ---------------------------------------------------------
+    def machine(self, threads):
+        rc, out, err, _, _ = run_proc([os.path.join(self.bin, "fma_peak"), str(threads)], threads, 120)
+        m = re.search(r"GFLOPS (\S+)", out)
+        if m: self.add("peak", threads, float(m.group(1)))
+        m = re.search(r"GFLOPS_AVX2 (\S+)", out)
+        if m: self.add("peak_avx2", threads, float(m.group(1)))
+        rc, out, err, _, _ = run_proc([os.path.join(self.bin, "triad"), str(threads)], threads, 120)
+        m = re.search(r"GBS (\S+)", out)
+        if m: self.add("triad", threads, float(m.group(1)))
+
+    # training + inference ------------------------------------------------
+    def train(self, system, model, threads):
+        what = f"train-{model}"
+        if self.is_failed(system, what):
+            return
+        steps = self.a.steps[model]
+        if system == "kiln":
+            cmd = [self.kiln, "run", os.path.join(ROOT, "examples", f"{model}.kiln"), "--epochs", "1", "--max-steps", str(steps),
+                   "--eval-examples", "100", "--threads", str(threads), "--progress", "lines"]
+        else:
+            cmd = [self.py, os.path.join(HERE, "peers.py"), system, "train", model, str(steps), str(threads)]
+        rc, out, err, rss, dt = run_proc(cmd, threads, self.a.timeout)
+        if system == "kiln":
+            m = re.search(r"\(([\d.]+) ex/s\)", err)
+            if rc or not m:
+                return self.fail(system, what, why(rc, err, self.a.timeout))
+            self.add("train", (model, threads, system), float(m.group(1)))
+        else:
+            m = re.search(r"^RESULT (.*)$", out, re.M)
+            if rc or not m:
+                return self.fail(system, what, why(rc, err, self.a.timeout))
+            r = json.loads(m.group(1))
+            self.add("train", (model, threads, system), r["ex_per_s"])
+            for b, ms in r["infer_ms"].items():
+                self.add("infer", (model, int(b), threads, system), ms)
+        self.add("rss", (model, threads, system), rss)
+        self.log(f"  {system:13s} {model:6s} T={threads}: {self.res['train'][(model, threads, system)][-1]:9.1f} ex/s,"
+                 f" {rss:6.0f} MiB, {dt:5.1f} s wall")
+
+    def kiln_harness(self, threads, *args):
+        rc, out, err, _, _ = run_proc([os.path.join(self.bin, "kiln_harness"), str(threads)] + list(args),
+                                      threads, self.a.timeout)
+        if rc:
+            self.fail("kiln", "harness-" + args[0], why(rc, err, self.a.timeout))
+        return out
+
+    def kiln_infer(self, model, threads):
+        out = self.kiln_harness(threads, "infer", os.path.join(ROOT, "examples", f"{model}.kiln"))
+        for b, ms in re.findall(r"^INFER (\d+) (\S+)", out, re.M):
+            self.add("infer", (model, int(b), threads, "kiln"), float(ms))
+
+    # GEMM, elementwise chain, conv layers -----------------------------------
+    def micro(self, system, threads):
+        sizes = [str(n) for n in GEMM_SIZES]
+        if system == "kiln":
+            out = self.kiln_harness(threads, "gemm", *sizes)
+            for n, g in re.findall(r"^GEMM (\d+) (\S+)", out, re.M):
+                self.add("gemm", (int(n), threads, "kiln"), float(g))
+            out = self.kiln_harness(threads, "ew")
+            for g in re.findall(r"^EW (\S+)", out, re.M):
+                self.add("ew", (threads, "kiln"), float(g))
+            out = self.kiln_harness(threads, "conv")
+            for layer, low, ms in re.findall(r"^CONV (\S+) (\S+) (\S+)", out, re.M):
+                self.add("conv", (layer, low, threads), float(ms))
+            return
+        if system == "blis":
+            rc, out, err, _, _ = run_proc([os.path.join(self.bin, "blis_gemm"), str(threads)] + sizes,
+                                          threads, self.a.timeout)
+            for n, g in re.findall(r"^GEMM (\d+) (\S+)", out, re.M):
+                self.add("gemm", (int(n), threads, "blis"), float(g))
+            return
+        if self.is_failed(system, "micro"):
+            return
+        rc, out, err, _, _ = run_proc([self.py, os.path.join(HERE, "peers.py"), system, "micro", "-", "-",
+                                       str(threads)], threads, self.a.timeout)
+        m = re.search(r"^RESULT (.*)$", out, re.M)
+        if rc or not m:
+            return self.fail(system, "micro", why(rc, err, self.a.timeout))
+        r = json.loads(m.group(1))
+        for n, g in r["gemm"].items():
+            self.add("gemm", (int(n), threads, system), g)
+        self.add("ew", (threads, system), r["ew_gbs"])
+
+    # the whole run -------------------------------------------------------
+    def check_peers(self):
+        notes = {}
+        path = os.path.join(os.path.dirname(self.py), "..", "install-notes.txt")
+        if os.path.exists(path):
+            for line in open(path):
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    notes[k.strip()] = v.strip()
+        for s in self.a.systems:
+            if s == "kiln":
+                continue
+            r = subprocess.run([self.py, "-c", f"import {IMPORT[s]}"], capture_output=True, text=True)
+            if r.returncode:
+                reason = notes.get(IMPORT[s]) or notes.get(s) or why(r.returncode, r.stderr, 0)
+                self.fail(s, "all", "not installable/importable here: " + reason)
+
+    def run(self):
+        a = self.a
+        t_start = time.time()
+        self.check_peers()
+        for T in a.threads:
+            self.machine(T)
+        for rep in range(a.reps):
+            for T in a.threads:
+                for i, model in enumerate(MODELS):
+                    order = a.systems[(rep + i) % len(a.systems):] + a.systems[:(rep + i) % len(a.systems)]
+                    self.log(f"rep {rep + 1}/{a.reps}, {T} thread(s), {model}")
+                    for s in order:
+                        self.train(s, model, T)
+                    self.kiln_infer(model, T)
+        for rep in range(a.micro_reps):
+            for T in a.threads:
+                self.log(f"micro rep {rep + 1}/{a.micro_reps}, {T} thread(s)")
+                for s in ["blis"] + a.systems:
+                    self.micro(s, T)
+        for T in a.threads:
+            self.machine(T)
+        self.res["seconds"] = time.time() - t_start
+        return self.res
+
+
+# ------------------------------------------------------------------ reporting
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, nd=1):
+    if x is None:
+        return "–"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{nd}f}"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}×" if a and b else "–"
+
+
+def report(res, a):
+    systems = a.systems
+    peers = [s for s in systems if s != "kiln"]
+    th = a.threads
+    tr = {k: med(v) for k, v in res["train"].items()}
+    rss = {k: med(v) for k, v in res["rss"].items()}
+    inf = {k: med(v) for k, v in res["infer"].items()}
+    gemm = {k: med(v) for k, v in res["gemm"].items()}
+    ew = {k: med(v) for k, v in res["ew"].items()}
+    conv = {k: med(v) for k, v in res["conv"].items()}
+    peak = {t: max(v) for t, v in res["peak"].items()}
+    triad = {t: max(v) for t, v in res["triad"].items()}
+    peak2 = {t: max(v) for t, v in res["peak_avx2"].items()}
+    flops = model_flops()
+    L = []
+    w = L.append
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip(); break
+    except OSError:
+        pass
+    w("# CPU speed: Kiln against PyTorch, torch.compile, JAX, TensorFlow, PyTensor, tinygrad\n")
+    w(f"Run of {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, `run.sh {'--full' if a.full else '--quick'}` "
+      f"({res['seconds'] / 60:.0f} min), on {cpu}, {os.cpu_count()} cores, Linux {platform.release()}, "
+      f"a shared and noisy virtual machine. Thread counts: {', '.join(map(str, th))}. "
+      f"Medians over {a.reps} repetitions (training, inference) and {a.micro_reps} (GEMM, elementwise); "
+      f"systems alternate inside each repetition. Steps per training run: "
+      + ", ".join(f"{m} {a.steps[m]}" for m in MODELS) + " (peers: after 2 warm-up steps). "
+      "Versions: " + ", ".join(f"{k} {v}" for k, v in res.get("versions", {}).items()) + ".\n")
+
+    # headline
+    w("## Headline\n")
+    T0, T1 = th[0], th[-1]
+    for m in ("mlp", "cnn"):
+        parts = [f"{ratio(tr.get((m, t, 'kiln')), tr.get((m, t, 'torch')))} at {t} thread(s)" for t in th]
+        w(f"- **{m.upper()} training, Kiln / PyTorch eager:** " + "; ".join(parts) + ".")
+    for t in th:
+        worst = min((gemm.get((n, t, 'kiln')) or 0) / gemm[(n, t, 'blis')] for n in GEMM_SIZES if gemm.get((n, t, 'blis')))
+        w(f"- **GEMM, Kiln / BLIS direct, {t} thread(s):** worst over 256..2048 {worst:.2f} "
+          f"(target ≥ 0.90: {'met' if worst >= 0.9 else 'not met'}).")
+    for t in th:
+        if ew.get((t, "kiln")) and triad.get(t):
+            f = ew[(t, "kiln")] / triad[t]
+            w(f"- **Elementwise chain, {t} thread(s):** Kiln {ew[(t, 'kiln')]:.1f} GB/s = {100 * f:.0f}% of triad "
+              f"{triad[t]:.1f} GB/s (target ≥ 70%: {'met' if f >= 0.7 else 'not met'}).")
+    for t in th:
+        k = tr.get(("cnn", t, "kiln"))
+        if k and peak.get(t):
+            w(f"- **CNN training, share of peak, {t} thread(s):** Kiln {100 * k * flops['cnn']['train'] / 1e9 / peak[t]:.1f}% "
+              f"of {peak[t]:.0f} GFLOP/s.")
+    w("")
+
+    w("## The machine\n")
+    w("| threads | peak fp32 GFLOP/s (FMA loop, widest vectors, best) | same, 256-bit AVX2 only | triad GB/s (best) |")
+    w("|---|---|---|---|")
+    for t in th:
+        w(f"| {t} | {fmt(peak.get(t))} | {fmt(peak2.get(t))} | {fmt(triad.get(t))} |")
+    w("")
+
+    w("## Training throughput (examples/s, higher is better)\n")
+    w("| model | threads | " + " | ".join(NAME[s] for s in systems) + " |")
+    w("|---|---|" + "---|" * len(systems))
+    for m in MODELS:
+        for t in th:
+            w(f"| {m} | {t} | " + " | ".join(fmt(tr.get((m, t, s))) for s in systems) + " |")
+    w("\nKiln / peer (above 1: Kiln faster):\n")
+    w("| model | threads | " + " | ".join(NAME[s] for s in peers) + " |")
+    w("|---|---|" + "---|" * len(peers))
+    for m in MODELS:
+        for t in th:
+            w(f"| {m} | {t} | " + " | ".join(ratio(tr.get((m, t, 'kiln')), tr.get((m, t, s))) for s in peers) + " |")
+    w("")
+
+    w("## CNN: share of the machine's peak FLOP/s while training\n")
+    fl = flops["cnn"]
+    w(f"FLOPs per image counted from the layer shapes: forward {fl['forward'] / 1e6:.2f} M, "
+      f"training step {fl['train'] / 1e6:.2f} M (forward + weight gradients + input gradients of all but the "
+      "first layer; elementwise ops, pooling and the optimizer not counted).\n")
+    w("| threads | " + " | ".join(NAME[s] for s in systems) + " |")
+    w("|---|" + "---|" * len(systems))
+    for t in th:
+        cells = []
+        for s in systems:
+            r = tr.get(("cnn", t, s))
+            cells.append(f"{100 * r * fl['train'] / 1e9 / peak[t]:.1f}%" if r and peak.get(t) else "–")
+        w(f"| {t} | " + " | ".join(cells) + " |")
+    w("")
+
+    w("## Peak resident memory of the training process (MiB)\n")
+    w("The whole process: the runtime or interpreter, the framework, the 60,000 training images, the model.\n")
+    w("| model | threads | " + " | ".join(NAME[s] for s in systems) + " |")
+    w("|---|---|" + "---|" * len(systems))
+    for m in MODELS:
+        for t in th:
+            w(f"| {m} | {t} | " + " | ".join(fmt(rss.get((m, t, s))) for s in systems) + " |")
+    w("")
+
+    w("## Inference latency (ms per call, lower is better)\n")
+    w("| model | batch | threads | " + " | ".join(NAME[s] for s in systems) + " |")
+    w("|---|---|---|" + "---|" * len(systems))
+    for m in MODELS:
+        for b in (1, 128):
+            for t in th:
+                w(f"| {m} | {b} | {t} | " + " | ".join(fmt(inf.get((m, b, t, s)), 3) for s in systems) + " |")
+    w("")
+
+    w("## GEMM (fp32 C = A B, n × n, GFLOP/s)\n")
+    cols = ["blis"] + systems
+    w("| n | threads | " + " | ".join(NAME[s] for s in cols) + " | Kiln / BLIS |")
+    w("|---|---|" + "---|" * len(cols) + "---|")
+    for n in GEMM_SIZES:
+        for t in th:
+            w(f"| {n} | {t} | " + " | ".join(fmt(gemm.get((n, t, s))) for s in cols) + " | "
+              + ratio(gemm.get((n, t, "kiln")), gemm.get((n, t, "blis"))) + " |")
+    w("")
+
+    w("## Elementwise chain, 16M elements (GB/s)\n")
+    w("`z = relu(a * b + 1) * a - b * 0.5` over two 16M-float inputs: 12 bytes per element (two reads, "
+      "one write), as triad counts.\n")
+    w("| threads | triad | " + " | ".join(NAME[s] for s in systems) + " | Kiln / triad |")
+    w("|---|---|" + "---|" * len(systems) + "---|")
+    for t in th:
+        w(f"| {t} | {fmt(triad.get(t))} | " + " | ".join(fmt(ew.get((t, s))) for s in systems) + " | "
+          + (f"{100 * ew[(t, 'kiln')] / triad[t]:.0f}%" if ew.get((t, 'kiln')) and triad.get(t) else "–") + " |")
+    w("")
+
+    w("## Conv layers of the CNN: each lowering, forward, batch 128\n")
+    w("Kiln has one lowering today (im2col, then one GEMM over the whole batch), so it is both the only "
+      "row and the one the cost model picks; the table has a row per lowering for when there are more.\n")
+    w("| layer | shape | lowering | picked | threads | ms | GFLOP/s |")
+    w("|---|---|---|---|---|---|---|")
+    shapes = {"conv1": ("1→32, 28×28, 5×5", 2 * 1 * 32 * 28 * 28 * 25), "conv2": ("32→64, 14×14, 5×5", 2 * 32 * 64 * 14 * 14 * 25)}
+    for (layer, low, t), ms in sorted(conv.items()):
+        w(f"| {layer} | {shapes[layer][0]} | {low} | yes | {t} | {ms:.2f} | {128 * shapes[layer][1] / ms / 1e6:.1f} |")
+    w("")
+
+    w("## Systems that could not run\n")
+    if res["failed"]:
+        w("| system | workload | reason |")
+        w("|---|---|---|")
+        for k, v in sorted(res["failed"].items()):
+            s, what = k.split("|")
+            w(f"| {NAME.get(s, s)} | {what} | {v.replace('|', '/')} |")
+    else:
+        w("None: every system ran every workload.")
+    w("")
+    w("Method and caveats: see README.md next to this file. Raw numbers: results.json.")
+    return "\n".join(L) + "\n"
+
+
+def chart(res, a, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    systems = a.systems
+    tr = {k: med(v) for k, v in res["train"].items()}
+    gemm = {k: med(v) for k, v in res["gemm"].items()}
+    fig, axes = plt.subplots(1, len(MODELS) + 1, figsize=(5 * (len(MODELS) + 1), 4.5))
+    width = 0.8 / len(a.threads)
+    for ax, m in zip(axes, MODELS):
+        for j, t in enumerate(a.threads):
+            vals = [tr.get((m, t, s)) or 0 for s in systems]
+            ax.bar([i + j * width for i in range(len(systems))], vals, width, label=f"{t} thread(s)")
+        ax.set_xticks([i + width * (len(a.threads) - 1) / 2 for i in range(len(systems))])
+        ax.set_xticklabels([NAME[s] for s in systems], rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"{m}: training examples/s")
+        ax.legend(fontsize=8)
+    ax = axes[-1]
+    for s in ["blis"] + systems:
+        for t in a.threads[-1:]:
+            ys = [gemm.get((n, t, s)) for n in GEMM_SIZES]
+            if any(ys):
+                ax.plot(GEMM_SIZES, [y or float("nan") for y in ys], marker="o", label=NAME[s])
+    ax.set_xscale("log", base=2)
+    ax.set_title(f"GEMM GFLOP/s, {a.threads[-1]} thread(s)")
+    ax.set_xlabel("n")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def versions(py, systems):
+    code = ("import importlib.metadata as m, json\nout = {}\n"
+            "for p in ['torch', 'jax', 'tensorflow', 'pytensor', 'tinygrad']:\n"
+            "    try: out[p] = m.version(p)\n"
+            "    except Exception: pass\n"
+            "for p in ['tensorflow-cpu']:\n"
+            "    try: out['tensorflow'] = m.version(p)\n"
+            "    except Exception: pass\n"
+            "print(json.dumps(out))")
+    r = subprocess.run([py, "-c", code], capture_output=True, text=True)
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return {}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
+    ap.add_argument("--python", default=sys.executable, help="the peers' interpreter (the venv's)")
+    ap.add_argument("--bindir", required=True, help="where run.sh built the C helpers")
+    ap.add_argument("--full", action="store_true", help="more steps and repetitions")
+    ap.add_argument("--quick", action="store_true", help="the default")
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--threads", default=f"1,{os.cpu_count()}")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--timeout", type=int)
+    ap.add_argument("--out", default=HERE)
+    a = ap.parse_args()
+    a.threads = sorted({int(t) for t in a.threads.split(",")})
+    a.systems = [s for s in a.systems.split(",") if s]
+    if a.full:
+        a.steps = {"logreg": 500, "mlp": 200, "cnn": 50}
+        a.reps = a.reps or 5
+        a.micro_reps = 3
+        a.timeout = a.timeout or 900
+    else:
+        a.steps = {"logreg": 100, "mlp": 40, "cnn": 8}
+        a.reps = a.reps or 2
+        a.micro_reps = 1
+        a.timeout = a.timeout or 240
+    b = Bench(a)
+    res = b.run()
+    res["versions"] = {"kiln": subprocess.run([a.kiln, "--version"], capture_output=True, text=True).stdout.split()[1]
+                       if os.path.exists(a.kiln) else "?"}
+    res["versions"].update(versions(a.python, a.systems))
+    md = report(res, a)
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"|".join(map(str, k)) if isinstance(k, tuple) else str(k): v
+                   for tbl in ("train", "rss", "infer", "gemm", "ew", "conv", "peak", "peak_avx2", "triad")
+                   for k, v in [((tbl,) + (kk if isinstance(kk, tuple) else (kk,)), vv) for kk, vv in res[tbl].items()]}
+                  | {"failed": res["failed"], "versions": res["versions"], "seconds": res["seconds"]}, f, indent=1)
+    try:
+        chart(res, a, os.path.join(a.out, "chart.png"))
+    except Exception as e:  # the table matters more than the picture
+        print(f"bench.py: no chart: {e}", file=sys.stderr)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
