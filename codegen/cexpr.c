@@ -360,9 +360,23 @@ static const char *im2col(Gen *g, Node *n, Index *ix, char *t) {
   v->has_idx = 1;
   if (w[8]) snprintf(lit, sizeof lit, "(-INFINITY)");
   else cg_literal(lit, sizeof lit, n->dtype, 0);
-  char cond[256];
-  snprintf(cond, sizeof cond, "%s >= 0 && %s < %" PRId64 " && %s >= 0 && %s < %" PRId64, hh, hh, x->shape[2].k, ww, ww,
-           x->shape[3].k);
+  // Only the bounds a window can cross: none for pooling without padding.
+  char cond[256] = "";
+  size_t k = 0;
+  const char *at[2] = {hh, ww};
+  for (int a = 0; a < 2; a++) {
+    Dim out = n->shape[1 + a];
+    int64_t in = x->shape[2 + a].k, last = (out.k - 1) * w[2 + a] - w[4 + a] + (w[a] - 1) * w[6 + a];
+    if (w[4 + a] > 0 || out.sym)
+      k += snprintf(cond + k, sizeof cond - k, "%s%s >= 0", k ? " && " : "", at[a]);
+    if (last >= in || out.sym)
+      k += snprintf(cond + k, sizeof cond - k, "%s%s < %" PRId64, k ? " && " : "", at[a], in);
+  }
+  if (!k) {
+    char val[48];   // a copy: the memo array may move
+    snprintf(val, sizeof val, "%s", cg_value(g, x, v));
+    return memo_add(g, n, ix, val);
+  }
   return guarded(g, n, ix, t, cond, lit, x, v);
 }
 
