@@ -228,13 +228,53 @@ static const char *elementwise(Gen *g, Node *n, Index *ix, char *t) {
   return memo_add(g, n, ix, t);
 }
 
+// A reshape that only merges runs of axes (and adds or drops axes of length
+// 1): each operand axis is a run of this node's axes, so a per-axis index
+// maps over with multiplies and adds where the linear one would need
+// divisions. emit 0 only checks; 1 fills v's indices.
+static int reshape_merges(Gen *g, Node *n, Index *ix, Index *v, int emit) {
+  Node *s = n->src[0];
+  int i = 0;
+  for (int j = 0; j < s->ndim; j++) {
+    if (dim_is(s->shape[j], 1)) { if (emit) strcpy(v->idx[j], "0"); continue; }
+    while (i < n->ndim && dim_is(n->shape[i], 1)) i++;
+    if (i == n->ndim) return 0;
+    if (dim_eq(n->shape[i], s->shape[j])) { if (emit) strcpy(v->idx[j], ix->idx[i]); i++; continue; }
+    if (s->shape[j].sym || n->shape[i].sym) return 0;
+    int from = i;
+    int64_t prod = 1;
+    while (i < n->ndim && !n->shape[i].sym && prod < s->shape[j].k) prod *= n->shape[i++].k;
+    if (prod != s->shape[j].k) return 0;
+    if (emit) {
+      char e[512];
+      size_t k = snprintf(e, sizeof e, "%s", ix->idx[from]);
+      for (int d = from + 1; d < i && k < sizeof e - 64; d++) {
+        char t[560];
+        snprintf(t, sizeof t, "(%s*%" PRId64 " + %s)", e, n->shape[d].k, ix->idx[d]);
+        k = snprintf(e, sizeof e, "%s", t);
+      }
+      cg_line(g, "int64_t %s = %s;", cg_tmp(g, v->idx[j]), e);
+    }
+  }
+  while (i < n->ndim && dim_is(n->shape[i], 1)) i++;
+  return i == n->ndim;
+}
+
 // Views: the operand's index expressed through this node's index.
 static Index *view_index(Gen *g, Node *n, Index *ix) {
   Node *s = n->src[0];
   Index *v = cg_index(g, s->ndim, s->shape);
   switch (n->op) {
   case OP_RESHAPE:
-    snprintf(v->lin, sizeof v->lin, "%s", cg_lin(g, ix));
+    // Both forms where they come free: the linear index if known, per-axis
+    // indices if known and the reshape merges axes; else the linear one.
+    if (ix->lin[0]) snprintf(v->lin, sizeof v->lin, "%s", ix->lin);
+    if (ix->has_idx && reshape_merges(g, n, ix, v, 0)) {
+      reshape_merges(g, n, ix, v, 1);
+      v->has_idx = 1;
+    } else if (!v->lin[0]) {
+      snprintf(v->lin, sizeof v->lin, "%s", cg_lin(g, ix));
+    }
     return v;
   case OP_BROADCAST: {
     int64_t m;
@@ -360,9 +400,23 @@ static const char *im2col(Gen *g, Node *n, Index *ix, char *t) {
   v->has_idx = 1;
   if (w[8]) snprintf(lit, sizeof lit, "(-INFINITY)");
   else cg_literal(lit, sizeof lit, n->dtype, 0);
-  char cond[256];
-  snprintf(cond, sizeof cond, "%s >= 0 && %s < %" PRId64 " && %s >= 0 && %s < %" PRId64, hh, hh, x->shape[2].k, ww, ww,
-           x->shape[3].k);
+  // Only the bounds a window can cross: none for pooling without padding.
+  char cond[256] = "";
+  size_t k = 0;
+  const char *at[2] = {hh, ww};
+  for (int a = 0; a < 2; a++) {
+    Dim out = n->shape[1 + a];
+    int64_t in = x->shape[2 + a].k, last = (out.k - 1) * w[2 + a] - w[4 + a] + (w[a] - 1) * w[6 + a];
+    if (w[4 + a] > 0 || out.sym)
+      k += snprintf(cond + k, sizeof cond - k, "%s%s >= 0", k ? " && " : "", at[a]);
+    if (last >= in || out.sym)
+      k += snprintf(cond + k, sizeof cond - k, "%s%s < %" PRId64, k ? " && " : "", at[a], in);
+  }
+  if (!k) {
+    char val[48];   // a copy: the memo array may move
+    snprintf(val, sizeof val, "%s", cg_value(g, x, v));
+    return memo_add(g, n, ix, val);
+  }
   return guarded(g, n, ix, t, cond, lit, x, v);
 }
 

@@ -49,33 +49,67 @@ static void end_kernel(Gen *g) {
   g->nmemo = 0;
 }
 
-// Where an elementwise kernel splits its axes: [0, s) are the rows run in
-// parallel (unraveled once per row), [s, nd) nested loops with no division in
-// them. The inner block takes trailing axes until it holds 256 elements, so a
+// Where an elementwise kernel (or a reduction's kept axes) splits its axes:
+// [0, s) are the rows run in parallel (unraveled once per row), [s, nd) nested
+// loops with no division in them. The inner block takes trailing axes until it holds 256 elements, so a
 // short last axis (a 5x5 window) does not cost a division per element.
-static int inner_split(const Node *n) {
-  int s = n->ndim - 1;
-  int64_t inner = n->shape[s].sym ? 1 << 30 : n->shape[s].k;
-  while (s > 1 && inner < 256 && !n->shape[s - 1].sym) inner *= n->shape[--s].k;
+static int inner_split(int nd, const Dim *shape) {
+  int s = nd - 1;
+  int64_t inner = shape[s].sym ? 1 << 30 : shape[s].k;
+  while (s > 1 && inner < 256 && !shape[s - 1].sym) inner *= shape[--s].k;
   return s;
 }
 
+// True if the fused expression under n reads every buffer at the element it
+// writes (through elementwise ops, reshapes and broadcasts of one element),
+// and nothing in it needs the per-axis index (iota, views, windows): the
+// kernel is then one flat loop over the linear index. seen: by node id.
+static int flat_ok(const Schedule *s, Node *n, int top, uint8_t *seen) {
+  if (!top && sched_buf(s, n) >= 0) return 1;
+  if (seen[n->id]) return 1;
+  seen[n->id] = 1;
+  int64_t m;
+  switch (ir_ops[n->op].kind) {
+  case K_LEAF: return n->op != OP_IOTA;
+  case K_EW: break;
+  case K_MOVE:
+    if (n->op == OP_BROADCAST && ir_numel_const(n->src[0], &m) && m == 1) return 1;   // read at index 0
+    if (n->op == OP_RESHAPE) break;   // the same linear index
+    return 0;
+  default: return 0;
+  }
+  for (int i = 0; i < n->nsrc; i++)
+    if (!flat_ok(s, n->src[i], 0, seen)) return 0;
+  return 1;
+}
+
+static int flat_kernel(const Schedule *s, const Kernel *K) {
+  if (K->copy) return 1;
+  uint8_t *seen = calloc(s->nid + 1, 1);
+  if (!seen) abort();
+  int ok = flat_ok(s, K->node, 1, seen);
+  free(seen);
+  return ok;
+}
+
 // Elementwise: rows in parallel, the trailing axes as nested inner loops (the
-// last one vectorized).
+// last one vectorized); a kernel that reads everything at the element it
+// writes is one flat loop instead.
 static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   Node *n = K->node;
   char L[64], t[16];
   begin_kernel(g, K, k);
   Index *ix = cg_index(g, n->ndim, n->shape);
-  if (n->ndim <= 1) {
+  int flat = n->ndim <= 1 || flat_kernel(g->s, K);
+  if (flat) {
     cg_line(g, "for (int64_t i = lo; i < hi; i++) {");
     g->ind++;
     strcpy(ix->lin, "i");
-    if (n->ndim) { strcpy(ix->idx[0], "i"); ix->has_idx = 1; }
+    if (n->ndim == 1) { strcpy(ix->idx[0], "i"); ix->has_idx = 1; }
     cg_prod(work, 128, n->shape, 0, n->ndim);
     strcpy(grain, "4096");
   } else {
-    int s = inner_split(n);
+    int s = inner_split(n->ndim, n->shape);
     cg_prod(L, sizeof L, n->shape, s, n->ndim);
     cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
     g->ind++;
@@ -98,7 +132,7 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   }
   const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
   cg_line(g, "b%d[%s] = %s;", K->out, ix->lin, v);
-  if (n->ndim > 1) cg_line(g, "%s++;", ix->lin);
+  if (!flat) cg_line(g, "%s++;", ix->lin);
   while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
   end_kernel(g);
 }
@@ -113,7 +147,9 @@ static void acc_init(char *buf, size_t len, Node *n, DType acc) {
   snprintf(buf, len, "%s", init[0] == '-' ? lo[acc] : hi[acc]);
 }
 
-// Reduction: outputs in parallel; per output, loops over the reduced axes with
+// Reduction: the output's leading kept axes are rows in parallel (unraveled
+// once per row), its trailing kept axes nested loops (inner_split's choice,
+// so no division per output); per output, loops over the reduced axes with
 // the operand's fused expression inside.
 static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   Node *n = K->node, *s = n->src[0];
@@ -121,16 +157,28 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   int arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
   DType vt = s->dtype;
   DType acc = (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD)) ? DT_F64 : vt;  // f32 sums in double
-  char d[64], init[64], q[16], inner[128];
+  char d[64], init[64], q[16], inner[128], L[128];
+  int kept[IR_MAXDIM], nk = 0;
+  Dim kshape[IR_MAXDIM];
+  for (int i = 0; i < s->ndim; i++)
+    if (!(axes & (1u << i))) { kshape[nk] = s->shape[i]; kept[nk++] = i; }
+  int sp = nk;   // kept axes [0, sp) are rows, [sp, nk) inner loops
+  if (nk > 1) sp = inner_split(nk, kshape);
   begin_kernel(g, K, k);
   Index *ix = cg_index(g, s->ndim, s->shape);
-  cg_line(g, "for (int64_t o = lo; o < hi; o++) {");
+  cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
   g->ind++;
-  cg_line(g, "int64_t %s = o;", cg_tmp(g, q));
-  for (int i = s->ndim - 1; i >= 0; i--) {
-    if (axes & (1u << i)) continue;
-    cg_dim(d, sizeof d, s->shape[i]);
-    cg_line(g, "int64_t %s = %s %% %s; %s /= %s;", cg_tmp(g, ix->idx[i]), q, d, q, d);
+  Index *rows = cg_index(g, sp, kshape);
+  strcpy(rows->lin, "r");
+  cg_need_idx(g, rows);
+  for (int i = 0; i < sp; i++) strcpy(ix->idx[kept[i]], rows->idx[i]);
+  cg_prod(L, sizeof L, kshape, sp, nk);
+  cg_line(g, "int64_t %s = r*%s;", cg_tmp(g, q), L);   // the output's index, counted up
+  for (int i = sp; i < nk; i++) {
+    cg_dim(d, sizeof d, kshape[i]);
+    snprintf(ix->idx[kept[i]], sizeof ix->idx[0], "j%d", kept[i]);
+    cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", kept[i], kept[i], d, kept[i]);
+    g->ind++;
   }
   acc_init(init, sizeof init, n, acc);
   cg_line(g, "%s acc = %s;", cg_ctype(acc), init);
@@ -164,13 +212,12 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     cg_line(g, "acc = %s;", expr);
   }
   for (int i = 0; i < nred; i++) { g->ind--; cg_line(g, "}"); }
-  cg_line(g, "b%d[o] = (%s)%s;", K->out, cg_ctype(n->dtype), arg ? "best" : "acc");
-  g->ind--;
-  cg_line(g, "}");
+  cg_line(g, "b%d[%s++] = (%s)%s;", K->out, q, cg_ctype(n->dtype), arg ? "best" : "acc");
+  while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
   end_kernel(g);
-  cg_prod(work, 128, n->shape, 0, n->ndim);
+  cg_prod(work, 128, kshape, 0, sp);
   cg_prod(inner, sizeof inner, red, 0, nred);
-  snprintf(grain, 128, "(16384 / (%s + 1) + 1)", inner);
+  snprintf(grain, 128, "(16384 / (%s*%s + 1) + 1)", L, inner);
 }
 
 // A strided view: offset and per-axis strides of n over its buffer (sched_view_base).

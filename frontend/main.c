@@ -15,6 +15,8 @@ static const char usage[] =
   "  kiln ir FILE [--after=STAGE]\n"
   "                            show each graph the program compiles, after STAGE\n"
   "                            (" PIPE_STAGES "; default dce)\n"
+  "  kiln ir FILE --stats      for each graph: kernels by kind, workspace peak,\n"
+  "                            argument bytes, matmul strategies\n"
   "  kiln emit-c FILE          show the C generated for each graph\n"
   "  kiln ast FILE             show the syntax tree\n"
   "  kiln --version | --help\n"
@@ -41,7 +43,7 @@ static const char usage[] =
 
 typedef struct {
   const char *cmd, *file, *code, *after;
-  int threads, ffi, seed_set;
+  int threads, ffi, seed_set, stats;
   long long seed;
   TrainOpts train;
 } Opts;
@@ -101,6 +103,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     else if (!strncmp(a, "--threads=", 10)) o->threads = atoi(a + 10);
     else if (!strcmp(a, "--seed") && i + 1 < argc) { o->seed = atoll(argv[++i]); o->seed_set = 1; }
     else if (!strcmp(a, "--ffi")) o->ffi = 1;
+    else if (!strcmp(a, "--stats")) o->stats = 1;
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "kiln: unknown option '%s'\n\n%s", a, usage); return -1; }
     else if (!o->cmd) o->cmd = a;
     else if (!o->file) o->file = a;
@@ -136,12 +139,15 @@ static int run_program(const Opts *o) {
   char err[4096];
   int rc = 0;
   if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c")) {
-    ev->pipe.dump_after = strcmp(o->cmd, "ir") ? NULL : o->after ? o->after : "dce";
+    ev->pipe.dump_after = strcmp(o->cmd, "ir") ? NULL : o->stats ? PIPE_STATS : o->after ? o->after : "dce";
     ev->pipe.emit_c = !strcmp(o->cmd, "emit-c");
-    if (ev->pipe.dump_after && !pipe_stage_ok(ev->pipe.dump_after)) {
-      fprintf(stderr, "kiln ir: unknown stage '%s' (stages: %s)\n", ev->pipe.dump_after, PIPE_STAGES);
-      rc = 1;
-    }
+  }
+  if (o->stats && (o->after || strcmp(o->cmd, "ir"))) {
+    fprintf(stderr, "kiln: --stats goes with kiln ir, without --after\n");
+    rc = 1;
+  } else if (ev->pipe.dump_after && !o->stats && !pipe_stage_ok(ev->pipe.dump_after)) {
+    fprintf(stderr, "kiln ir: unknown stage '%s' (stages: %s)\n", ev->pipe.dump_after, PIPE_STAGES);
+    rc = 1;
   }
   if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
   if (o->file && !o->code) ev_running_file(ev, o->file);

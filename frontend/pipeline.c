@@ -1,5 +1,6 @@
 // The compile pipeline (see pipeline.h).
 #include "pipeline.h"
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,132 @@ int pipe_stage_ok(const char *name) {
 }
 
 LowerOpts pipe_lower_opts(void) { return (LowerOpts){.gemm = rt_have_blis()}; }
+
+// ---- kiln ir --stats ---------------------------------------------------------------
+// Sizes in bytes as polynomials in the symbolic dimensions: a term per
+// monomial (40*B, 8*B*T, a constant). A workspace slot is its largest member;
+// where no member is at least as large as the others at every size (symbols
+// are at least 1), the slot stays a max(...) as written.
+typedef struct { uint8_t e[64]; int64_t k; } Term;   // k times the product of symbol y to the power e[y]
+typedef struct { Term t[32]; int n; char other[512]; } Poly;
+
+static Term buf_term(const Node *n) {
+  Term t = {{0}, (int64_t)ir_dtype_size(n->dtype)};
+  for (int d = 0; d < n->ndim; d++) {
+    t.k *= n->shape[d].k;
+    if (n->shape[d].sym) t.e[n->shape[d].sym]++;
+  }
+  if (!t.k) memset(t.e, 0, sizeof t.e);
+  return t;
+}
+
+static int degree(Term t) {
+  int d = 0;
+  for (int y = 1; y < 64; y++) d += t.e[y];
+  return d;
+}
+
+static int same_mono(Term a, Term b) { return !memcmp(a.e, b.e, sizeof a.e); }
+
+// a >= b at every size (symbols are at least 1).
+static int dominates(Term a, Term b) {
+  for (int y = 1; y < 64; y++) if (a.e[y] < b.e[y]) return 0;
+  return a.k >= b.k;
+}
+
+static void term_str(const IrCtx *c, char *buf, size_t len, Term t) {
+  size_t m = snprintf(buf, len, "%" PRId64, t.k);
+  if (degree(t) && t.k == 1) m = 0, buf[0] = 0;
+  for (int y = 1; y < 64; y++)
+    for (int i = 0; i < t.e[y] && m < len - 20; i++)
+      m += snprintf(buf + m, len - m, "%s%s", m ? "*" : "", c->symnames[y - 1]);
+}
+
+static void poly_add(Poly *p, Term t) {
+  if (!t.k) return;
+  for (int i = 0; i < p->n; i++)
+    if (same_mono(p->t[i], t)) { p->t[i].k += t.k; return; }
+  if (p->n < (int)(sizeof p->t / sizeof *p->t)) p->t[p->n++] = t;
+}
+
+// Highest degree first, the constant last.
+static void poly_print(FILE *f, const IrCtx *c, const Poly *p) {
+  char b[96];
+  int first = 1, top = 0;
+  for (int i = 0; i < p->n; i++) if (degree(p->t[i]) > top) top = degree(p->t[i]);
+  for (int deg = top; deg >= 0; deg--)
+    for (int i = 0; i < p->n; i++) {
+      if (degree(p->t[i]) != deg) continue;
+      term_str(c, b, sizeof b, p->t[i]);
+      fprintf(f, "%s%s", first ? "" : " + ", b);
+      first = 0;
+    }
+  if (p->other[0]) fprintf(f, "%s%s", first ? "" : " + ", p->other);
+  else if (first) fputc('0', f);
+}
+
+static void print_stats(FILE *f, const Schedule *s) {
+  static const char *kinds[] = {"elementwise", "reduce", "matmul", "row", "scatter"};
+  int nk[5] = {0};
+  for (int k = 0; k < s->nk; k++) nk[s->ks[k].kind]++;
+  fprintf(f, "kernels: %d (", s->nk);
+  for (int i = 0, first = 1; i < 5; i++)
+    if (nk[i]) { fprintf(f, "%s%s %d", first ? "" : ", ", kinds[i], nk[i]); first = 0; }
+  fputs(")\n", f);
+  // The workspace as layout() in the emitted C sizes it: each slot its largest
+  // member (a constant slot rounded up to 64 bytes, as there).
+  Poly peak = {0}, temps = {0}, args[3] = {{0}};
+  size_t no = 0;
+  for (int sl = 0; sl < s->nslots; sl++) {
+    Poly m = {0};   // the slot's members, less any that another is at least as large as at every size
+    for (int b = 0; b < s->nbufs; b++) {
+      const Buffer *B = &s->bufs[b];
+      if (B->kind != BUF_TEMP || B->slot != sl) continue;
+      Term t = buf_term(B->node);
+      int i = 0;
+      while (i < m.n && !dominates(m.t[i], t)) i++;
+      if (i < m.n || !t.k) continue;
+      int keep = 0;
+      for (i = 0; i < m.n; i++) if (!dominates(t, m.t[i])) m.t[keep++] = m.t[i];
+      m.n = keep;
+      if (m.n < (int)(sizeof m.t / sizeof *m.t)) m.t[m.n++] = t;
+    }
+    if (m.n == 1 && !degree(m.t[0])) m.t[0].k = (m.t[0].k + 63) & ~(int64_t)63;
+    if (m.n == 1) { poly_add(&peak, m.t[0]); continue; }
+    for (int i = 0; i < m.n && no < sizeof peak.other - 100; i++) {
+      char ts[96];
+      term_str(s->ctx, ts, sizeof ts, m.t[i]);
+      no += snprintf(peak.other + no, sizeof peak.other - no, "%s%s", i ? ", " : no ? " + max(" : "max(", ts);
+    }
+    if (m.n > 1 && no < sizeof peak.other - 2) no += snprintf(peak.other + no, sizeof peak.other - no, ")");
+  }
+  for (int b = 0; b < s->nbufs; b++) {
+    const Buffer *B = &s->bufs[b];
+    if (B->kind == BUF_TEMP) poly_add(&temps, buf_term(B->node));
+    else poly_add(&args[B->kind], buf_term(B->node));
+  }
+  fputs("workspace peak: ", f);
+  poly_print(f, s->ctx, &peak);
+  fprintf(f, " bytes in %d slot%s (without reuse: ", s->nslots, s->nslots == 1 ? "" : "s");
+  poly_print(f, s->ctx, &temps);
+  fputs(" bytes)\n", f);
+  static const char *argnames[] = {"inputs", "constants", "outputs"};
+  for (int i = 0; i < 3; i++) {
+    int count = 0;
+    for (int b = 0; b < s->nbufs; b++) count += (int)s->bufs[b].kind == i;
+    if (i == BUF_CONST && !count) continue;
+    fprintf(f, "%s: ", argnames[i]);
+    poly_print(f, s->ctx, &args[i]);
+    fprintf(f, " bytes in %d buffer%s\n", count, count == 1 ? "" : "s");
+  }
+  for (int k = 0; k < s->nk; k++) {
+    const Kernel *K = &s->ks[k];
+    if (K->kind != KS_MATMUL) continue;
+    fprintf(f, "matmul k%d ", k);
+    ir_print_shape(f, s->ctx, K->node);
+    fprintf(f, ": %s\n", K->why[0] ? K->why : "loops");
+  }
+}
 
 static int stop_at(Pipe *p, const char *stage, IrGraph *g, Schedule *s) {
   if (!p->dump_after || strcmp(p->dump_after, stage)) return 0;
@@ -57,6 +184,7 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   if (stop_at(p, "lower", g, s)) { sched_free(s); return NULL; }
   pass_plan(s);
   if (stop_at(p, "plan", g, s)) { sched_free(s); return NULL; }
+  if (p->dump_after && !strcmp(p->dump_after, PIPE_STATS)) { print_stats(p->dump, s); sched_free(s); return NULL; }
   Program *pr = calloc(1, sizeof *pr);
   if (!pr) abort();
   pr->g = g; pr->s = s;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Language in, values out: each tests/lang/NAME.kiln runs with `kiln run` and
-# its stdout must equal NAME.out; each tests/errors/NAME.kiln must fail with
+# its stdout must equal NAME.out; each tests/stats/NAME.kiln's `kiln ir --stats`
+# output must equal NAME.out; each tests/errors/NAME.kiln must fail with
 # exit status 1 and its stderr must equal NAME.err (file:line:col, source line,
 # caret); each examples/*.kiln must run with exit status 0.
 # Usage: run_lang.sh KILN [update]
@@ -16,6 +17,12 @@ check() {  # name, expected file, actual text
 cd "$here"
 for f in lang/*.kiln; do
   out=$(timeout 120 "$kiln" run "$f" 2>&1); rc=$?
+  [ $rc -eq 0 ] || out="$out
+(exit status $rc)"
+  check "$f" "${f%.kiln}.out" "$out"
+done
+for f in stats/*.kiln; do
+  out=$(timeout 120 "$kiln" ir --stats "$f" 2>&1); rc=$?
   [ $rc -eq 0 ] || out="$out
 (exit status $rc)"
   check "$f" "${f%.kiln}.out" "$out"
