@@ -90,7 +90,8 @@ static void print_stats(FILE *f, const Schedule *s) {
   fputs(")\n", f);
   // The workspace as layout() in the emitted C sizes it: each slot its largest
   // member (a constant slot rounded up to 64 bytes, as there).
-  Poly peak = {0}, temps = {0}, args[3] = {{0}};
+  Poly peak = {0}, temps = {0}, args[3];
+  memset(args, 0, sizeof args);
   size_t no = 0;
   for (int sl = 0; sl < s->nslots; sl++) {
     Poly m = {0};   // the slot's members, less any that another is at least as large as at every size
