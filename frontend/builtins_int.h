@@ -20,6 +20,20 @@ int bi_axis(Ev *ev, int64_t ax, int nd, Span sp);              // normalized axi
 uint32_t bi_axes(Ev *ev, Args *a, int pos, Node *x);           // axis= as a bitmask; absent: all
 Node *bi_count(Ev *ev, Node *x, uint32_t axes, DType t);       // elements over axes (symbolic sizes too)
 
+// conv.c: conv2d's lowerings (see there) and the choice between them.
+enum { CONV_IM2COL, CONV_KERNEL, CONV_DIRECT, CONV_NLOWER };
+typedef struct {
+  DType dtype;
+  int64_t n, c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, oh, ow;
+  int batch_assumed;   // n is symbolic; the model and --tune take n = 32
+} ConvShape;
+const char *conv_lowering_name(int l);
+int conv_lowering_by_name(const char *s);     // -1 if none
+// The lowering for a layer: forced (>= 0), a tuned decision cached on disk,
+// measured now under --tune, else the cost model's; `kiln ir` shows it and why.
+int conv_choose(Ev *ev, const ConvShape *s, int forced);
+Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, const int64_t *win, const int64_t *pad_end);
+
 const Builtin *nn_builtin_find(const char *name);     // nn.c: conv2d, pooling, dropout, ...
 const Builtin *data_builtin_find(const char *name);   // data.c: idx, cifar10, csv, npy
 // data.c: reads one split of a source with the runtime's loaders. 0, or -1 with a message.

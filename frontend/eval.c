@@ -953,6 +953,7 @@ void ev_free(Ev *ev) {
   free(ev->inputs);
   free(ev->scopes);
   free(ev->updates);
+  free(ev->conv_notes);
   if (ev->pipe.jit) jit_free(ev->pipe.jit);
   if (ev->pipe.rt) rt_free_ctx(ev->pipe.rt);
   ir_ctx_free(ev->c);

@@ -104,6 +104,8 @@ typedef struct Ev {
   AstNode *next_eval;                    // the evaluate statement after the running train
   int interrupted;                       // Ctrl-C stopped training (exit status 130)
   int binding_data;                      // compiling for evaluate: inputs get data
+  int tune, tune_threads;                // kiln run --tune: time conv2d's lowerings (conv.c)
+  char **conv_notes; int nconv_notes;    // conv2d lowering choices `kiln ir` printed
 } Ev;
 
 Ev *ev_new(FILE *out, Diag *diag);

@@ -25,6 +25,7 @@ static const char usage[] =
   "  --threads N               worker threads (default: all cores, or $KILN_THREADS)\n"
   "  --seed N                  base seed for parameters and random tensors (default 0)\n"
   "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
+  "  --tune                    time each conv2d layer's lowerings once and cache the fastest\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
   "training (override the train statement's settings):\n"
@@ -43,7 +44,7 @@ static const char usage[] =
 
 typedef struct {
   const char *cmd, *file, *code, *after;
-  int threads, ffi, seed_set, stats;
+  int threads, ffi, seed_set, stats, tune;
   long long seed;
   TrainOpts train;
 } Opts;
@@ -104,6 +105,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     else if (!strcmp(a, "--seed") && i + 1 < argc) { o->seed = atoll(argv[++i]); o->seed_set = 1; }
     else if (!strcmp(a, "--ffi")) o->ffi = 1;
     else if (!strcmp(a, "--stats")) o->stats = 1;
+    else if (!strcmp(a, "--tune")) o->tune = 1;
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "kiln: unknown option '%s'\n\n%s", a, usage); return -1; }
     else if (!o->cmd) o->cmd = a;
     else if (!o->file) o->file = a;
@@ -133,6 +135,8 @@ static int run_program(const Opts *o) {
   Ev *ev = ev_new(stdout, &d);
   ev->seed = (uint64_t)o->seed;
   ev->via_ffi = o->ffi;
+  ev->tune = o->tune;
+  ev->tune_threads = o->threads;
   ev->topts = o->train;
   ev->topts.seed_set = o->seed_set;
   ev->topts.seed = (uint64_t)o->seed;

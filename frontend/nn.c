@@ -1,7 +1,7 @@
-// Neural-network builtins: convolution and pooling (built from the IM2COL
-// window view, so a convolution is one GEMM over the whole batch and its
-// gradients come from the ops' rules), take/scatter_add, dropout, batch
-// normalization, accuracy, and the training-mode flag.
+// Neural-network builtins: convolution (lowered per layer in conv.c),
+// pooling (built from the IM2COL window view; gradients come from the ops'
+// rules), take/scatter_add, dropout, batch normalization, accuracy, and the
+// training-mode flag.
 #include "builtins_int.h"
 #include <stdlib.h>
 #include <string.h>
@@ -60,12 +60,13 @@ static Node *nchw_arg(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw
   return x;
 }
 
-// conv2d(x, w, stride=1, pad=0, dilation=1): x [N, C, H, W], w [O, C, KH, KW]
-// -> [N, O, OH, OW]. The windows of the whole batch are one [N*OH*OW, C*KH*KW]
-// matrix times w's [C*KH*KW, O]: one GEMM, whatever the batch.
+// conv2d(x, w, stride=1, pad=0, dilation=1, lowering="auto"): x [N, C, H, W],
+// w [O, C, KH, KW] -> [N, O, OH, OW]. Lowered per layer (conv.c): im2col (one
+// GEMM over the whole batch), kernel (lower the kernel, then aggregate) or
+// direct; "auto" lets the cost model or a --tune measurement choose.
 static Value b_conv2d(Ev *ev, const Builtin *b, Args *a) {
-  static const char *const kws[] = {"x", "w", "stride", "pad", "dilation", NULL};
-  bi_check(ev, b, a, 5, kws);
+  static const char *const kws[] = {"x", "w", "stride", "pad", "dilation", "lowering", NULL};
+  bi_check(ev, b, a, 6, kws);
   IrCtx *c = ev->c;
   Node *x = nchw_arg(ev, b, a, 0, "x"), *w = bi_tensor(ev, b, a, 1, "w");
   char b1[128], b2[128];
@@ -74,22 +75,26 @@ static Value b_conv2d(Ev *ev, const Builtin *b, Args *a) {
             ir_shape_str(c, x->ndim, x->shape, b1, sizeof b1), ir_shape_str(c, w->ndim, w->shape, b2, sizeof b2));
   for (int d = 0; d < 4; d++)
     if (w->shape[d].sym && w->shape[d].k) ev_fail(ev, a->span, "conv2d: the kernel's shape must be concrete");
+  int forced = -1;
+  Span sp;
+  Value *lv = bi_arg(a, 5, "lowering", &sp);
+  if (lv && (lv->kind != V_STR || (strcmp(lv->s, "auto") && (forced = conv_lowering_by_name(lv->s)) < 0)))
+    ev_fail(ev, sp, "conv2d: lowering must be \"auto\", \"im2col\", \"kernel\" or \"direct\"");
   DType t = ir_promote(x->dtype, ir_is_float(w->dtype) ? w->dtype : DT_F32);
   x = ir_cast(c, x, t); w = ir_cast(c, w, t);
   int64_t win[9] = {w->shape[2].k, w->shape[3].k}, pad_end[2];
   pair_arg(ev, a, 2, "stride", 1, win + 2);
   pair_arg(ev, a, 4, "dilation", 1, win + 6);
   pad_arg(ev, a, 3, x, win, pad_end);
-  Node *cols = chk(ev, ir_im2col(c, x, win, pad_end), a);
-  int64_t oh = cols->shape[1].k, ow = cols->shape[2].k, o = w->shape[0].k;
-  int64_t kk = x->shape[1].k * win[0] * win[1];
-  Dim rows = x->shape[0];
-  rows.k *= oh * ow;
-  Dim m2[2] = {rows, dim_c(kk)}, w2[2] = {dim_c(o), dim_c(kk)};
-  int tr[2] = {1, 0}, to_nchw[4] = {0, 3, 1, 2};
-  Node *y = ir_matmul(c, ir_reshape(c, cols, 2, m2), ir_transpose(c, ir_reshape(c, w, 2, w2), tr));
-  Dim nhwc[4] = {x->shape[0], dim_c(oh), dim_c(ow), dim_c(o)};
-  return ev_tval(chk(ev, ir_transpose(c, ir_reshape(c, y, 4, nhwc), to_nchw), a));
+  Node *cols = chk(ev, ir_im2col(c, x, win, pad_end), a);   // checks the window and gives OH, OW
+  ConvShape s = {t, x->shape[0].k, x->shape[1].k, x->shape[2].k, x->shape[3].k, w->shape[0].k, win[0], win[1], win[2], win[3],
+                 win[4], win[5], pad_end[0], pad_end[1], win[6], win[7], cols->shape[1].k, cols->shape[2].k, 0};
+  if (x->shape[0].sym && x->shape[0].k) {
+    s.n = 32;
+    s.batch_assumed = 1;
+  }
+  int l = conv_choose(ev, &s, forced);
+  return ev_tval(chk(ev, conv_build(c, l, &s, x, w, win, pad_end), a));
 }
 
 // maxpool2d(x, k, stride=k, pad=0) and avgpool2d: the window's max or mean.
@@ -250,7 +255,7 @@ static Value b_parameter(Ev *ev, const Builtin *b, Args *a) {
 
 static const Builtin nn_table[] = {
   {"parameter", b_parameter, 0, "parameter(name)"},
-  {"conv2d", b_conv2d, 0, "conv2d(x, w, stride=1, pad=0, dilation=1)  (pad: \"same\", \"valid\", k or [kh, kw])"},
+  {"conv2d", b_conv2d, 0, "conv2d(x, w, stride=1, pad=0, dilation=1, lowering=\"auto\")  (pad: \"same\", \"valid\", k or [kh, kw]; lowering: \"im2col\", \"kernel\", \"direct\")"},
   {"maxpool2d", b_pool2d, 0, "maxpool2d(x, k, stride=k, pad=0)"},
   {"avgpool2d", b_pool2d, 0, "avgpool2d(x, k, stride=k, pad=0)"},
   {"take", b_take, 0, "take(table, indices)"},

@@ -70,8 +70,8 @@ def pool_ref(x, k, stride=None, pad=0, avg=False):
     return win.mean(axis=(4, 5)) if avg else win.max(axis=(4, 5))
 
 
-def opt_str(stride, pad, dil):
-    parts = []
+def opt_str(stride, pad, dil, lowering=None):
+    parts = ['lowering="%s"' % lowering] if lowering else []
     if stride != 1:
         parts.append("stride=%s" % (list(stride) if isinstance(stride, tuple) else stride))
     if pad != 0:
@@ -95,6 +95,9 @@ CONV_CASES = [  # x shape, w shape, stride, pad, dilation
 ]
 
 
+LOWERINGS = ("im2col", "kernel", "direct")
+
+
 def forward(S, rng):
     for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES):
         x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
@@ -103,6 +106,9 @@ def forward(S, rng):
         S.add("conv2d %d %s" % (i, "x".join(map(str, xs))), [], expr, expect_close(want, rtol=1e-4, atol=1e-4))
         S.add("conv2d f64 %d" % i, [], "conv2d(%s, %s%s)" % (lit(x, "f64"), lit(w, "f64"), opt_str(st, pad, dil)),
               expect_close(want, rtol=1e-5, atol=1e-6))
+        for low in LOWERINGS:
+            S.add("conv2d %d lowering=%s" % (i, low), [], "conv2d(%s, %s%s)" % (lit(x), lit(w), opt_str(st, pad, dil, low)),
+                  expect_close(want, rtol=1e-4, atol=1e-4))
     x = f32(rng.standard_normal((2, 3, 7, 6)))
     for k, st, pad in ((2, None, 0), (3, None, 0), (3, 2, 1), (2, 1, 0), ((2, 3), (2, 1), (1, 1)), (3, 1, "same")):
         o = ""
@@ -174,6 +180,15 @@ def gradients(S, rng):
         for argnum in (0, 1):
             T.op("grad conv2d %d d%s" % (i, "xw"[argnum]), expr, lambda a, b, out=out: out,
                  [(x, "f64"), (w, "f64")], argnum=argnum)
+    # each lowering's backward pass, on every case
+    for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES):
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        out = conv_ref(x, w, st, pad, dil)
+        for low in LOWERINGS:
+            expr = "conv2d(a, b%s)" % opt_str(st, pad, dil, low)
+            for argnum in (0, 1):
+                T.op("grad conv2d %d lowering=%s d%s" % (i, low, "xw"[argnum]), expr, lambda a, b, out=out: out,
+                     [(x, "f64"), (w, "f64")], argnum=argnum)
     x = f32(rng.standard_normal((2, 2, 6, 5)))
     for k, st, pad in ((2, None, 0), (3, 2, 1), (2, 1, 0)):
         o = "" if st is None else ", stride=%d" % st

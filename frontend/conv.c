@@ -1,0 +1,337 @@
+// Convolution lowerings (Caffe con Troll's choice per layer). conv2d is built
+// at trace time from IR ops in one of three ways, so autodiff's rules give
+// each one its own backward pass:
+//   im2col  lower the input: the windows of the whole batch are one
+//           [N*OH*OW, C*KH*KW] matrix (an IM2COL view) times w^T: one GEMM.
+//   kernel  lower the kernel and expand the output: x as [N*H*W, C] times w as
+//           [C, O*KH*KW] gives every pixel's contribution to every output it
+//           touches, then each output sums its KH*KW shifted slices.
+//   direct  no matrix: a reduction over C*KH*KW of the windows times w, fused
+//           into one kernel (good when C*KH*KW is small, like a first layer).
+// conv_choose picks one from the shapes with a cost model, or takes the winner
+// `kiln run --tune` measured on this machine and cached on disk.
+#include "builtins_int.h"
+#include "compiler/cache.h"
+#include "kiln.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const names[CONV_NLOWER] = {"im2col", "kernel", "direct"};
+static const char *const titles[CONV_NLOWER] = {"im2col+GEMM", "kernel lowering+GEMM+aggregate", "direct"};
+
+const char *conv_lowering_name(int l) { return names[l]; }
+
+int conv_lowering_by_name(const char *s) {
+  for (int l = 0; l < CONV_NLOWER; l++)
+    if (!strcmp(s, names[l])) return l;
+  return -1;
+}
+
+// ---- the lowerings -----------------------------------------------------------
+
+static Node *conv_im2col(IrCtx *c, const ConvShape *s, Node *x, Node *w, const int64_t *win, const int64_t *pad_end) {
+  Node *cols = ir_im2col(c, x, win, pad_end);
+  if (!cols) return NULL;
+  int64_t kk = s->c * s->kh * s->kw;
+  Dim rows = x->shape[0];
+  rows.k *= s->oh * s->ow;
+  Dim m2[2] = {rows, dim_c(kk)}, w2[2] = {dim_c(s->o), dim_c(kk)};
+  int tr[2] = {1, 0}, to_nchw[4] = {0, 3, 1, 2};
+  Node *y = ir_matmul(c, ir_reshape(c, cols, 2, m2), ir_transpose(c, ir_reshape(c, w, 2, w2), tr));
+  Dim nhwc[4] = {x->shape[0], dim_c(s->oh), dim_c(s->ow), dim_c(s->o)};
+  return ir_transpose(c, ir_reshape(c, y, 4, nhwc), to_nchw);
+}
+
+// Z[n,h,w,o,i,j] = sum_c x[n,c,h,w] w[o,c,i,j]; then
+// y[n,oh,ow,o] = sum_{i,j} Zpadded[n, oh*sh + i*dh, ow*sw + j*dw, o, i, j].
+static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
+  int to_nhwc[4] = {0, 2, 3, 1}, cfirst[4] = {1, 0, 2, 3}, to_nchw[4] = {0, 3, 1, 2};
+  Dim rows = x->shape[0];
+  rows.k *= s->h * s->w;
+  int64_t okk = s->o * s->kh * s->kw;
+  Dim x2[2] = {rows, dim_c(s->c)}, w2[2] = {dim_c(s->c), dim_c(okk)};
+  Node *z = ir_matmul(c, ir_reshape(c, ir_transpose(c, x, to_nhwc), 2, x2), ir_reshape(c, ir_transpose(c, w, cfirst), 2, w2));
+  if (!z) return NULL;
+  Dim z6[6] = {x->shape[0], dim_c(s->h), dim_c(s->w), dim_c(s->o), dim_c(s->kh), dim_c(s->kw)};
+  z = ir_reshape(c, z, 6, z6);
+  Dim padded[6] = {x->shape[0], dim_c(s->pt + s->h + s->pb), dim_c(s->pl + s->w + s->pr), z6[3], z6[4], z6[5]};
+  int64_t at[6] = {0, s->pt, s->pl, 0, 0, 0}, one[6] = {1, 1, 1, 1, 1, 1};
+  z = ir_pad(c, z, padded, at, one);
+  if (!z) return NULL;
+  Node *y = NULL;
+  for (int64_t i = 0; i < s->kh; i++)
+    for (int64_t j = 0; j < s->kw; j++) {
+      int64_t start[6] = {0, i * s->dh, j * s->dw, 0, i, j}, count[6] = {-1, s->oh, s->ow, -1, 1, 1};
+      int64_t step[6] = {1, s->sh, s->sw, 1, 1, 1};
+      Node *t = ir_slice(c, z, start, count, step);
+      if (!t) return NULL;
+      y = y ? ir_binary(c, OP_ADD, y, t) : t;
+    }
+  Dim nhwc[4] = {x->shape[0], dim_c(s->oh), dim_c(s->ow), dim_c(s->o)};
+  return ir_transpose(c, ir_reshape(c, y, 4, nhwc), to_nchw);
+}
+
+// y[o,n,oh,ow] = sum_{c,i,j} windows[n,oh,ow,c,i,j] w[o,c,i,j], one fused
+// reduction (the windows broadcast over a new leading O axis: a view, where a
+// reshape would cost index divisions), then transposed to [N, O, OH, OW].
+static Node *conv_direct(IrCtx *c, const ConvShape *s, Node *x, Node *w, const int64_t *win, const int64_t *pad_end) {
+  Node *cols = ir_im2col(c, x, win, pad_end);
+  if (!cols) return NULL;
+  Dim w7[7] = {dim_c(s->o), dim_c(1), dim_c(1), dim_c(1), dim_c(s->c), dim_c(s->kh), dim_c(s->kw)};
+  Node *p = ir_binary(c, OP_MUL, cols, ir_reshape(c, w, 7, w7));
+  Node *y = p ? ir_reduce(c, OP_SUM, p, 7u << 4, 0) : NULL;
+  int to_nchw[4] = {1, 0, 2, 3};
+  return y ? ir_transpose(c, y, to_nchw) : NULL;
+}
+
+Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, const int64_t *win, const int64_t *pad_end) {
+  switch (lowering) {
+  case CONV_KERNEL: return conv_kernel(c, s, x, w);
+  case CONV_DIRECT: return conv_direct(c, s, x, w, win, pad_end);
+  default: return conv_im2col(c, s, x, w, win, pad_end);
+  }
+}
+
+// ---- the cost model ------------------------------------------------------------
+// Seconds for a training step's share of one layer (forward and both
+// gradients). Four rates, fitted to `kiln run --tune` timings of
+// examples/cnn.kiln's two layers on this project's machine (Xeon, AVX-512;
+// batch 32, ms: layer 1 [32,1,28,28]x[32,1,5,5] im2col 124, kernel 4740,
+// direct 6290; layer 2 [32,32,14,14]x[64,32,5,5] im2col 192, kernel 2240,
+// direct 1e5, on a loaded machine): what counts is their ratios.
+//   GEMM_FLOPS  BLIS when both small dimensions of a product reach GEMM_FULL
+//               (proportionally less below)
+//   LOOP_FLOPS  the generated loops of a fused reduction over the IM2COL view
+//               (each window element's index is decomposed with divisions,
+//               so direct is slow today, whatever the channel count: --tune
+//               found im2col faster even at [1,1,4,4]x[1,1,4,4], 0.18 us to
+//               0.86 us, and [2,1,6,6]x[2,1,4,4], 5.4 us to 150 us)
+//   MOVE_BYTES  matrices a lowering materializes, written and read
+//   AGG_OPS     kernel's aggregation: its gradient evaluates KH*KW placed
+//               slices per element of Z; and AGG_FIXED seconds per (kh, kw)
+//               (a small layer, [8,64,8,8]x[4,64,3,3]: im2col 0.43, kernel 16)
+#define GEMM_FLOPS 60e9
+#define GEMM_FULL 64.0
+#define LOOP_FLOPS 1.8e8
+#define MOVE_BYTES 3e9
+#define AGG_OPS 1.1e8
+#define AGG_FIXED 1.5e-3
+
+static double gemm_s(double n, double k, double m) {
+  double e = (n < GEMM_FULL ? n / GEMM_FULL : 1) * (k < GEMM_FULL ? k / GEMM_FULL : 1);
+  return 2 * m * n * k / (GEMM_FLOPS * e);
+}
+
+// Each lowering's estimated seconds.
+static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
+  double n = (double)s->n, p = n * s->oh * s->ow, kk = (double)s->kh * s->kw, k = s->c * kk, q = n * s->h * s->w;
+  // im2col: three GEMMs (forward, d input, d weights) of P x O x C*KK; the
+  // window matrix and its gradient are written and read (col2im sums it back).
+  t[CONV_IM2COL] = 3 * gemm_s(s->o, k, p) + 4 * p * k * 4 / MOVE_BYTES;
+  // kernel: three GEMMs over every input pixel (stride > 1 computes rows no
+  // output uses) of Q x O*KK x C, Z and its gradient written and read, and the
+  // aggregation's gradient.
+  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q) + (4 * q * s->o * kk + 2 * p * s->o * kk) * 4 / MOVE_BYTES +
+                   q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
+  // direct: im2col's multiply-adds in generated loops, nothing materialized.
+  t[CONV_DIRECT] = 3 * 2 * p * s->o * k / LOOP_FLOPS;
+}
+
+// ---- the tuning cache --------------------------------------------------------
+
+static void cpu_name(char *out, size_t len) {
+  snprintf(out, len, "unknown cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      snprintf(out, len, "%s", strchr(line, ':') + 2);
+      out[strcspn(out, "\n")] = 0;
+      break;
+    }
+  fclose(f);
+}
+
+static void shape_text(const ConvShape *s, char *out, size_t len) {
+  snprintf(out, len, "%s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] stride %lld,%lld pad %lld,%lld,%lld,%lld dilation %lld,%lld",
+           ir_dtype_name(s->dtype), (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->o,
+           (long long)s->c, (long long)s->kh, (long long)s->kw, (long long)s->sh, (long long)s->sw, (long long)s->pt,
+           (long long)s->pl, (long long)s->pb, (long long)s->pr, (long long)s->dh, (long long)s->dw);
+}
+
+// The cache key: the layer's shapes, the CPU and Kiln's version.
+static void tune_key(const ConvShape *s, char key[40]) {
+  char shp[256], cpu[256];
+  shape_text(s, shp, sizeof shp);
+  cpu_name(cpu, sizeof cpu);
+  CacheHash h;
+  cache_hash_init(&h);
+  cache_hash_str(&h, "conv-tune 1");
+  cache_hash_str(&h, KILN_VERSION);
+  cache_hash_str(&h, cpu);
+  cache_hash_str(&h, shp);
+  char hex[33];
+  cache_hash_hex(&h, hex);
+  snprintf(key, 40, "conv-%s", hex);
+}
+
+// A cached decision: "LOWERING ms0 ms1 ms2". 1 if found.
+static int tune_lookup(const ConvShape *s, int *lowering, double ms[CONV_NLOWER]) {
+  char *dir = cache_default_dir(), key[40], *data = NULL, why[128];
+  size_t len;
+  int found = 0;
+  if (!dir) return 0;
+  tune_key(s, key);
+  if (cache_get(dir, key, &data, &len, why, sizeof why) == CACHE_HIT && data) {
+    char name[16], text[128];
+    snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), data);
+    if (sscanf(text, "%15s %lf %lf %lf", name, &ms[0], &ms[1], &ms[2]) == 4 && (*lowering = conv_lowering_by_name(name)) >= 0)
+      found = 1;
+  }
+  free(data);
+  free(dir);
+  return found;
+}
+
+static void tune_store(const ConvShape *s, int lowering, const double ms[CONV_NLOWER]) {
+  char *dir = cache_default_dir(), key[40], text[128];
+  if (!dir) return;
+  if (cache_prepare(dir) == 0) {
+    tune_key(s, key);
+    int n = snprintf(text, sizeof text, "%s %.6f %.6f %.6f\n", names[lowering], ms[0], ms[1], ms[2]);
+    cache_put(dir, key, text, (size_t)n);
+  }
+  free(dir);
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+// One candidate's forward and backward step on a batch of the layer's shape, in
+// milliseconds (the best of a few runs), through a separate Kiln context; -1 on failure.
+static double measure(const ConvShape *s, int lowering, int threads) {
+  char prog[1024];
+  const char *t = ir_dtype_name(s->dtype);
+  char pad[64];
+  snprintf(pad, sizeof pad, s->pt == s->pb && s->pl == s->pr ? "[%lld, %lld]" : "\"same\"", (long long)s->pt, (long long)s->pl);
+  snprintf(prog, sizeof prog,
+           "param X : %s[%lld, %lld, %lld, %lld] = glorot\n"
+           "param K : %s[%lld, %lld, %lld, %lld] = he\n"
+           "y = conv2d(X, K, stride=[%lld, %lld], pad=%s, dilation=[%lld, %lld], lowering=\"%s\")\n"
+           "r = normal([%lld, %lld, %lld, %lld], dtype=%s)\n"
+           "loss = sum(y * r)\n"
+           "dX = grad(loss, X)\n"
+           "dK = grad(loss, K)\n",
+           t, (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, t, (long long)s->o, (long long)s->c,
+           (long long)s->kh, (long long)s->kw, (long long)s->sh, (long long)s->sw, pad, (long long)s->dh, (long long)s->dw,
+           names[lowering], (long long)s->n, (long long)s->o, (long long)s->oh, (long long)s->ow, t);
+  kiln_options opt = {.threads = threads, .seed = 1, .out = stderr};
+  kiln_ctx *k = kiln_new(&opt);
+  if (!k) return -1;
+  double best = -1;
+  const char *outs[] = {"y", "dX", "dK"};
+  kiln_graph *g = NULL;
+  kiln_tensor o[3];
+  memset(o, 0, sizeof o);
+  if (!kiln_exec(k, "tune", prog) && (g = kiln_compile(k, outs, 3, NULL, 0))) {
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) {
+      ok = !kiln_output_shape(g, NULL, i, &o[i]);
+      int64_t ne = 1;
+      for (int d = 0; d < o[i].ndim; d++) ne *= o[i].shape[d];
+      o[i].data = ok ? malloc((size_t)ne * ir_dtype_size(s->dtype)) : NULL;
+      ok = ok && o[i].data;
+    }
+    if (ok && !kiln_run(g, NULL, o)) {   // the first run warms caches and the pool
+      double start = now_ms();
+      for (int r = 0; r < 20; r++) {
+        double t0 = now_ms();
+        if (kiln_run(g, NULL, o)) break;
+        double dt = now_ms() - t0;
+        if (best < 0 || dt < best) best = dt;
+        if (r >= 2 && now_ms() - start > 300) break;
+      }
+    }
+  }
+  if (best < 0) fprintf(stderr, "kiln --tune: could not time the %s lowering: %s\n", names[lowering], kiln_error(k));
+  for (int i = 0; i < 3; i++) free(o[i].data);
+  if (g) kiln_graph_free(g);
+  kiln_free(k);
+  return best;
+}
+
+// ---- the choice ----------------------------------------------------------------
+
+#define TUNE_SKIP 8
+
+static void times_text(double ms, char *out, size_t len) {
+  if (ms < 0) snprintf(out, len, "skipped");
+  else snprintf(out, len, "%.3g ms", ms);
+}
+
+static void note(Ev *ev, const ConvShape *s, int lowering, const char *why) {
+  if (!ev->pipe.dump_after && !ev->pipe.emit_c) return;
+  char line[640], n[24];
+  snprintf(n, sizeof n, s->batch_assumed ? "B" : "%lld", (long long)s->n);
+  snprintf(line, sizeof line, "conv2d [%s, %lld, %lld, %lld] x [%lld, %lld, %lld, %lld]: %s (why: %s)", n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->o, (long long)s->c, (long long)s->kh,
+           (long long)s->kw, titles[lowering], why);
+  for (int i = 0; i < ev->nconv_notes; i++)
+    if (!strcmp(ev->conv_notes[i], line)) return;
+  ev->conv_notes = realloc(ev->conv_notes, sizeof *ev->conv_notes * (ev->nconv_notes + 1));
+  if (!ev->conv_notes) abort();
+  ev->conv_notes[ev->nconv_notes++] = arena_strdup(ev->arena, line);
+  fprintf(ev->pipe.dump, "%s %s\n", ev->pipe.emit_c ? "//" : "#", line);
+}
+
+int conv_choose(Ev *ev, const ConvShape *s, int forced) {
+  char why[400];
+  double ms[CONV_NLOWER];
+  int l;
+  if (forced >= 0) {
+    note(ev, s, forced, "lowering= asked for it");
+    return forced;
+  }
+  if (tune_lookup(s, &l, ms)) {
+    char got[3][32];
+    for (int i = 0; i < CONV_NLOWER; i++) times_text(ms[i], got[i], sizeof got[i]);
+    snprintf(why, sizeof why, "tuned on this machine: im2col %s, kernel %s, direct %s", got[0], got[1], got[2]);
+    note(ev, s, l, why);
+    return l;
+  }
+  double t[CONV_NLOWER];
+  estimate(s, t);
+  int best = 0;
+  for (int i = 1; i < CONV_NLOWER; i++)
+    if (t[i] < t[best]) best = i;
+  if (ev->tune) {
+    // Candidates the model puts at over TUNE_SKIP times the best are not run
+    // (one of them can take minutes); they count as -1 ms, "skipped".
+    char shp[256], got[3][32];
+    l = -1;
+    for (int i = 0; i < CONV_NLOWER; i++) {
+      ms[i] = t[i] > TUNE_SKIP * t[best] ? -1 : measure(s, i, ev->tune_threads);
+      if (ms[i] >= 0 && (l < 0 || ms[i] < ms[l])) l = i;
+    }
+    if (l >= 0) {
+      shape_text(s, shp, sizeof shp);
+      for (int i = 0; i < CONV_NLOWER; i++) times_text(ms[i], got[i], sizeof got[i]);
+      fprintf(stderr, "kiln --tune: conv2d %s: im2col %s, kernel %s, direct %s: %s\n", shp, got[0], got[1], got[2], names[l]);
+      tune_store(s, l, ms);
+      snprintf(why, sizeof why, "tuned on this machine: im2col %s, kernel %s, direct %s", got[0], got[1], got[2]);
+      note(ev, s, l, why);
+      return l;
+    }
+  }
+  l = best;
+  snprintf(why, sizeof why, "cost model%s: im2col %.3g ms, kernel %.3g ms, direct %.3g ms; C*KH*KW = %lld, O = %lld%s",
+           s->batch_assumed ? " (batch taken as 32)" : "", t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, (long long)(s->c * s->kh * s->kw),
+           (long long)s->o, s->sh * s->sw > 1 ? ", stride > 1 wastes kernel's rows" : "");
+  note(ev, s, l, why);
+  return l;
+}
