@@ -199,3 +199,18 @@ int cache_put(const char *dir, const char *key, const void *data, size_t len) {
   }
   return 0;
 }
+
+// This cpu's model and feature flags, hashed (what -march=native depends on).
+void cache_host_id(char out[33]) {
+  CacheHash h;
+  cache_hash_init(&h);
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[8192];
+  while (f && fgets(line, sizeof line, f) && line[0] != '\n')  // the first cpu is enough
+    if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5) ||
+        !strncmp(line, "Features", 8) || !strncmp(line, "CPU part", 8))
+      cache_hash_str(&h, line);
+  if (f) fclose(f);
+  cache_hash_hex(&h, out);
+}
+

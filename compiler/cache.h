@@ -22,6 +22,9 @@ void cache_hash_add(CacheHash *h, const void *p, size_t n);
 // A length-prefixed string, so that ("ab","c") and ("a","bc") hash differently.
 void cache_hash_str(CacheHash *h, const char *s);
 void cache_hash_hex(const CacheHash *h, char out[33]);
+// This cpu's model and feature flags, hashed: what -march=native code and
+// measurements made here depend on.
+void cache_host_id(char out[33]);
 
 enum { CACHE_MISS = 0, CACHE_HIT = 1, CACHE_CORRUPT = -1 };
 

@@ -54,20 +54,6 @@ static void cc_identity(const char *cc, char out[33]) {
   cache_hash_hex(&h, out);
 }
 
-// This cpu's model and feature flags, hashed (what -march=native depends on).
-static void host_identity(char out[33]) {
-  CacheHash h;
-  cache_hash_init(&h);
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  char line[8192];
-  while (f && fgets(line, sizeof line, f) && line[0] != '\n')  // the first cpu is enough
-    if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5) ||
-        !strncmp(line, "Features", 8) || !strncmp(line, "CPU part", 8))
-      cache_hash_str(&h, line);
-  if (f) fclose(f);
-  cache_hash_hex(&h, out);
-}
-
 static int configure(JitConf *c, char *err, size_t errlen) {
   char opt[8], march[80], id[33], host[33] = "";
   snprintf(opt, sizeof opt, "-O%d", c->opt_level);
@@ -81,7 +67,7 @@ static int configure(JitConf *c, char *err, size_t errlen) {
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (jit_addflag(c, flags[i])) return jit_seterr(err, errlen, "jit: flags too long"), -1;
   cc_identity(cc_name(), id);
-  if (!strcmp(c->target_cpu, "native")) host_identity(host);
+  if (!strcmp(c->target_cpu, "native")) cache_host_id(host);
   snprintf(c->fingerprint, sizeof c->fingerprint, "%s %s|host %s", cc_name(), id, host);
   return 0;
 }

@@ -141,20 +141,6 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
 
 // ---- the tuning cache --------------------------------------------------------
 
-static void cpu_name(char *out, size_t len) {
-  snprintf(out, len, "unknown cpu");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (!f) return;
-  char line[512];
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
-      snprintf(out, len, "%s", strchr(line, ':') + 2);
-      out[strcspn(out, "\n")] = 0;
-      break;
-    }
-  fclose(f);
-}
-
 static void shape_text(const ConvShape *s, char *out, size_t len) {
   snprintf(out, len, "%s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] stride %lld,%lld pad %lld,%lld,%lld,%lld dilation %lld,%lld",
            ir_dtype_name(s->dtype), (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->o,
@@ -164,9 +150,9 @@ static void shape_text(const ConvShape *s, char *out, size_t len) {
 
 // The cache key: the layer's shapes, the CPU and Kiln's version.
 static void tune_key(const ConvShape *s, char key[40]) {
-  char shp[256], cpu[256];
+  char shp[256], cpu[33];
   shape_text(s, shp, sizeof shp);
-  cpu_name(cpu, sizeof cpu);
+  cache_host_id(cpu);
   CacheHash h;
   cache_hash_init(&h);
   cache_hash_str(&h, "conv-tune 1");
