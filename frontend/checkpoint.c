@@ -12,6 +12,9 @@ static int latest(Ev *ev, int i) {
   return 1;
 }
 
+// The kind of the optimizer state held (adam and adamw name their slots alike).
+static OptKind held_kind(const Trainer *t) { return !strcmp(t->opt_kind, "sgd") ? OPT_SGD : OPT_ADAM; }
+
 int save_checkpoint(Ev *ev, const char *path, char *err, size_t len) {
   Trainer *t = trainer(ev);
   int cap = ev->nparams + 2 * t->nslots + 1, n = 0;
@@ -20,13 +23,11 @@ int save_checkpoint(Ev *ev, const char *path, char *err, size_t len) {
   if (!ts || !names) abort();
   for (int i = 0; i < ev->nparams; i++)
     if (latest(ev, i)) ts[n++] = (RtNamedTensor){ev->params[i].node->a.name, &ev->params[i].value};
-  OptSpec o = {0};
-  o.kind = !strcmp(t->opt_kind, "sgd") ? OPT_SGD : OPT_ADAM;
+  OptKind kind = held_kind(t);
   for (int i = 0; i < t->nslots; i++)
     for (int k = 0; k < t->slots[i]->n; k++) {
-      o.momentum = 1;
       char b[1024];
-      snprintf(b, sizeof b, "optimizer.%s.%s", opt_slot_name(&o, k), t->slots[i]->name);
+      snprintf(b, sizeof b, "optimizer.%s.%s", opt_slot_name(kind, k), t->slots[i]->name);
       names[n] = strdup(b);
       ts[n] = (RtNamedTensor){names[n], &t->slots[i]->slot[k]};
       n++;
@@ -102,12 +103,15 @@ void load_checkpoint(Ev *ev, const char *path, Span sp) {
   if (opt && *opt) {
     drop_slots(t);
     snprintf(t->opt_kind, sizeof t->opt_kind, "%s", opt);
+    OptKind kind = held_kind(t);
     for (int i = 0; i < f.n; i++) {
       const char *nm = f.names[i];
       if (strncmp(nm, "optimizer.", 10)) continue;
       const char *slot = nm + 10, *dot = strchr(slot, '.');
-      if (!dot) continue;
-      int which = !strncmp(slot, "v.", 2);
+      int which = -1;   // optimizer.SLOT.PARAM, SLOT as save_checkpoint names it
+      for (int k = 0; dot && k < 2 && which < 0; k++)
+        if (!strncmp(slot, opt_slot_name(kind, k), (size_t)(dot - slot)) && !opt_slot_name(kind, k)[dot - slot]) which = k;
+      if (which < 0) continue;
       OptSlots *os = slots_of(t, dot + 1);
       rt_tensor_free(&os->slot[which]);
       os->slot[which] = rt_tensor_new(f.t[i].dtype, f.t[i].ndim, f.t[i].shape);

@@ -146,7 +146,6 @@ void run_end(Run *r) {
   if (r->sigint_set) sigaction(SIGINT, &r->old, NULL);
   rt_batcher_free(r->batches);
   rt_batcher_free(r->eval_batches);
-  if (r->metrics) rt_metrics_close(r->metrics, NULL, 0);
   rt_progress_free(r->progress);
   prog_free(r->step);
   for (int i = 0; i < r->nout; i++) rt_tensor_free(&r->out[i]);
@@ -158,6 +157,8 @@ void ev_train_free(Ev *ev) {
   Trainer *t = ev->tr;
   if (!t) return;
   run_end(&t->run);
+  char err[1024];
+  if (t->metrics && rt_metrics_close(t->metrics, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
   for (int i = 0; i < t->ndata; i++) { free(t->data[i]->key); rt_dataset_free(&t->data[i]->ds); free(t->data[i]); }
   drop_slots(t);
   free(t->data); free(t->slots); free(t);

@@ -579,36 +579,35 @@ RtTensor *ev_param_value(Ev *ev, Node *n) {
   return p ? &p->value : NULL;
 }
 
+void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where) {
+  int nout = pr->g->nout;
+  int64_t D[65] = {0}, shape[IR_MAXDIM];
+  char err[512];
+  if (prog_bind(pr, in, D, err, sizeof err)) ev_fail(ev, where, "%s", err);
+  for (int i = 0; alloc && i < nout; i++) {
+    int nd;
+    prog_out_shape(pr, i, D, &nd, shape);
+    out[i] = rt_tensor_new((RtDType)pr->g->outs[i]->dtype, nd, shape);
+    if (!out[i].data) {
+      for (int j = 0; j < i; j++) rt_tensor_free(&out[j]);
+      Node *o = pr->g->outs[i];
+      ev_fail(ev, where, "out of memory for a result of shape %s", ir_shape_str(ev->c, o->ndim, o->shape, err, sizeof err));
+    }
+  }
+  int rc = prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi);
+  if (!rc) return;
+  for (int j = 0; alloc && j < nout; j++) rt_tensor_free(&out[j]);
+  if (rc == PROG_NO_MEMORY) ev_fail(ev, where, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
+  ev_fail(ev, where, "libffi could not call the compiled graph");
+}
+
 int ev_compute_many(Ev *ev, Node **n, int count, Span where, RtTensor *out) {
   Node **ins; int nin;
   Program *pr = program_for(ev, n, count, &ins, &nin, where);
   if (!pr) return 1;
-  RtTensor *in = malloc(sizeof(RtTensor) * (nin + 1));
-  if (!in) abort();
+  RtTensor *in = arena_alloc(ev->arena, sizeof(RtTensor) * (nin + 1));
   for (int i = 0; i < nin; i++) in[i] = *ev_param_value(ev, ins[i]);
-  int64_t D[65] = {0}, shape[IR_MAXDIM];
-  char err[512];
-  if (prog_bind(pr, in, D, err, sizeof err)) { free(in); ev_fail(ev, where, "%s", err); }
-  for (int i = 0; i < count; i++) {
-    int nd;
-    prog_out_shape(pr, i, D, &nd, shape);
-    out[i] = rt_tensor_new((RtDType)n[i]->dtype, nd, shape);
-    if (!out[i].data) {
-      for (int j = 0; j < i; j++) rt_tensor_free(&out[j]);
-      free(in);
-      char b[128];
-      ir_shape_str(ev->c, n[i]->ndim, n[i]->shape, b, sizeof b);
-      ev_fail(ev, where, "out of memory for a result of shape %s", b);
-    }
-  }
-  int rc = prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi);
-  if (rc) {
-    for (int j = 0; j < count; j++) rt_tensor_free(&out[j]);
-    free(in);
-    if (rc == PROG_NO_MEMORY) ev_fail(ev, where, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
-    ev_fail(ev, where, "libffi could not call the compiled graph");
-  }
-  free(in);
+  ev_run_program(ev, pr, in, out, 1, where);
   return 0;
 }
 

@@ -136,6 +136,9 @@ void ev_exec_evaluate(Ev *ev, AstNode *s);
 void ev_exec_save(Ev *ev, AstNode *s);
 void ev_exec_load(Ev *ev, AstNode *s);
 Value ev_eval_expr(Ev *ev, Env *env, AstNode *e);
+// Bind in's sizes, allocate the outputs if alloc (else out[] are given), run;
+// fails at where (freeing what it allocated).
+void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where);
 // The compiled graph for outs in evaluation mode (cached), its inputs in call order.
 Program *ev_program(Ev *ev, Node **outs, int nout, Node ***ins, int *nin, Span where);
 void ev_train_free(Ev *ev);

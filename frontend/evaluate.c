@@ -1,25 +1,9 @@
 // The evaluate statement: metrics (batch means or per-example values)
-// averaged over a data split, and the helpers that run a compiled graph on a batch.
+// averaged over a data split.
 #include "train_int.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-// ---- running compiled graphs -----------------------------------------------------------
-void run_graph(Ev *ev, Program *pr, RtTensor *in, RtTensor *out, int alloc, Span sp) {
-  int64_t D[65] = {0}, shape[IR_MAXDIM];
-  char err[512];
-  if (prog_bind(pr, in, D, err, sizeof err)) ev_fail(ev, sp, "%s", err);
-  for (int i = 0; alloc && i < pr->g->nout; i++) {
-    int nd;
-    prog_out_shape(pr, i, D, &nd, shape);
-    out[i] = rt_tensor_new((RtDType)pr->g->outs[i]->dtype, nd, shape);
-    if (!out[i].data) ev_fail(ev, sp, "out of memory for the step's results");
-  }
-  int rc = prog_run(&ev->pipe, pr, D, in, out, 0);
-  if (rc == PROG_NO_MEMORY) ev_fail(ev, sp, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
-  if (rc) ev_fail(ev, sp, "could not run the compiled graph");
-}
 
 double scalar_value(const RtTensor *t) {
   switch (t->dtype) {
@@ -79,9 +63,9 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
     if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
   }
   RtDType want[RT_DATA_MAXCOL];
-  int col[256];
+  int *col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
-  for (int i = 0; i < m->nin && i < 256; i++) {
+  for (int i = 0; i < m->nin; i++) {
     Node *in = m->ins[i];
     if (in->a.i[0] != ROLE_INPUT) continue;
     col[i] = column_of(ev, ds, in, dname, s->rhs->span);
@@ -102,7 +86,7 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
       Node *x = m->ins[i];
       in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(ev, x) : as_input(&cols[col[i]], x);
     }
-    run_graph(ev, m->pr, in, out, 1, s->span);
+    ev_run_program(ev, m->pr, in, out, 1, s->span);
     for (int k = 0; k < m->n; k++) {
       RtTensor *o = &out[k];
       if (!m->per_example[k]) sum[k] += scalar_value(o) * (double)got;

@@ -11,7 +11,7 @@ const char *opt_name(OptKind k) { return k == OPT_SGD ? "sgd" : k == OPT_ADAM ? 
 
 int opt_nslots(const OptSpec *o) { return o->kind == OPT_SGD ? (o->momentum != 0) : 2; }
 
-const char *opt_slot_name(const OptSpec *o, int i) { return o->kind == OPT_SGD ? "momentum" : i ? "v" : "m"; }
+const char *opt_slot_name(OptKind k, int i) { return k == OPT_SGD ? "momentum" : i ? "v" : "m"; }
 
 static Node *k(IrCtx *c, Node *like, double v) { return like ? ir_scalar(c, like->dtype, v) : NULL; }
 static Node *bin(IrCtx *c, Op op, Node *a, Node *b) { return a && b ? ir_binary(c, op, a, b) : NULL; }

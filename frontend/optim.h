@@ -18,7 +18,7 @@ enum { OPT_LR, OPT_BIAS1, OPT_BIAS2, OPT_NSCALARS };
 
 const char *opt_name(OptKind k);
 int opt_nslots(const OptSpec *o);                    // state tensors per parameter
-const char *opt_slot_name(const OptSpec *o, int i);  // "momentum"; "m", "v"
+const char *opt_slot_name(OptKind k, int i);         // "momentum"; "m", "v"
 // New value of parameter p with gradient g; slots[i] the state inputs,
 // new_slots[i] gets their next values. NULL with c->err on a builder error.
 Node *opt_update(IrCtx *c, const OptSpec *o, Node *p, Node *g, Node **slots, Node **new_slots, Node *const *scalars);

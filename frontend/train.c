@@ -22,10 +22,12 @@ typedef struct {
   int shuffle;
 } TrainSpec;
 
-static double opt_num(Ev *ev, AstNode *kw) {
-  Node *t = ev_raw(ev, ev_eval_expr(ev, ev->globals, kw->lhs), kw->lhs->span, kw->str);
+// A setting's value: a constant number, finite and not negative.
+static double opt_num(Ev *ev, AstNode *e, const char *name) {
+  Node *t = ev_raw(ev, ev_eval_expr(ev, ev->globals, e), e->span, name);
   double x;
-  if (t->ndim || !ir_is_scalar_const(t, &x)) ev_fail(ev, kw->lhs->span, "%s must be a constant number", kw->str);
+  if (t->ndim || !ir_is_scalar_const(t, &x)) ev_fail(ev, e->span, "%s must be a constant number", name);
+  if (!isfinite(x) || x < 0) ev_fail(ev, e->span, "%s must be a finite number >= 0", name);
   return x;
 }
 
@@ -41,11 +43,11 @@ static void optimizer_spec(Ev *ev, AstNode *e, OptSpec *o) {
   for (int i = 0; e->kind == AST_CALL && i < e->nitems; i++) {
     AstNode *kw = e->items[i];
     if (kw->kind != AST_KWARG) {
-      if (i == 0) { AstNode fake = *kw; fake.str = "lr"; fake.lhs = kw; o->lr = opt_num(ev, &fake); continue; }
+      if (i == 0) { o->lr = opt_num(ev, kw, "lr"); continue; }
       ev_fail(ev, kw->span, "optimizer settings other than lr are given by name (momentum=0.9)");
     }
     const char *k = kw->str;
-    double v = opt_num(ev, kw);
+    double v = opt_num(ev, kw->lhs, k);
     if (!strcmp(k, "lr")) o->lr = v;
     else if (!strcmp(k, "weight_decay")) o->weight_decay = v;
     else if (o->kind == OPT_SGD && !strcmp(k, "momentum")) o->momentum = v;
@@ -54,7 +56,6 @@ static void optimizer_spec(Ev *ev, AstNode *e, OptSpec *o) {
     else if (o->kind != OPT_SGD && !strcmp(k, "beta2")) o->beta2 = v;
     else if (o->kind != OPT_SGD && !strcmp(k, "eps")) o->eps = v;
     else ev_fail(ev, kw->span, "%s has no setting '%s'", name, k);
-    if (!isfinite(v) || v < 0) ev_fail(ev, kw->span, "%s must be a finite number >= 0", k);
   }
   if (o->nesterov && o->momentum <= 0) ev_fail(ev, e->span, "nesterov needs momentum > 0");
   if (o->beta1 >= 1 || o->beta2 >= 1) ev_fail(ev, e->span, "beta1 and beta2 must be below 1");
@@ -78,7 +79,8 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
       else ev_fail(ev, kw->lhs->span, "schedule must be \"constant\", \"step\" or \"cosine\"");
       continue;
     }
-    double v = opt_num(ev, kw);
+    double v = opt_num(ev, kw->lhs, k);
+    if (v > 1e15) ev_fail(ev, kw->lhs->span, "%s is too large", k);   // the integer settings are cast below
     if (!strcmp(k, "batch")) ts->batch = (int64_t)v;
     else if (!strcmp(k, "epochs")) ts->epochs = (int)v;
     else if (!strcmp(k, "seed")) ts->seed = (uint64_t)v;
@@ -89,7 +91,6 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
     else if (!strcmp(k, "min_lr")) ts->min_lr = v;
     else if (!strcmp(k, "shuffle")) ts->shuffle = v != 0;
     else ev_fail(ev, kw->span, "train has no option '%s' (options: batch, epochs, seed, clip, schedule, step_size, gamma, warmup, min_lr, shuffle, checkpoint)", k);
-    if (!isfinite(v) || v < 0) ev_fail(ev, kw->lhs->span, "%s must be a finite number >= 0", k);
   }
   TrainOpts *o = &ev->topts;
   if (o->epochs > 0) ts->epochs = o->epochs;
@@ -199,7 +200,7 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
     Node *slot[2] = {0}, *next[2] = {0};
     for (int k = 0; k < nslot; k++) {
       char nm[700];
-      snprintf(nm, sizeof nm, "optimizer.%s.%s", opt_slot_name(&ts->opt, k), params[i]->a.name);
+      snprintf(nm, sizeof nm, "optimizer.%s.%s", opt_slot_name(ts->opt.kind, k), params[i]->a.name);
       slot[k] = ir_input(c, arena_strdup(ev->arena, nm), ROLE_INPUT, params[i]->dtype, params[i]->ndim, params[i]->shape);
       ins[ni] = slot[k]; st->in_col[ni] = -1; st->in_val[ni++] = slot_tensor(ev, params[i]->a.name, k, pv);
     }
@@ -260,14 +261,13 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
 static volatile sig_atomic_t interrupt_flag;
 static void on_sigint(int sig) { (void)sig; interrupt_flag = 1; }
 
-static void finish_run(Ev *ev, Run *r, int stopped, const char *title) {
+// The plot is redrawn after each train statement with all of them so far.
+static void finish_run(Ev *ev, Trainer *t, int stopped, const char *title) {
   char err[1024];
-  rt_progress_finish(r->progress, stopped);
-  if (ev->topts.plot && rt_metrics_plot(r->metrics, ev->topts.plot, title, err, sizeof err))
+  rt_progress_finish(t->run.progress, stopped);
+  if (ev->topts.plot && rt_metrics_plot(t->metrics, ev->topts.plot, title, err, sizeof err))
     fprintf(stderr, "kiln: %s\n", err);
-  if (rt_metrics_close(r->metrics, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
-  r->metrics = NULL;
-  run_end(r);
+  run_end(&t->run);
 }
 
 void ev_exec_train(Ev *ev, AstNode *s) {
@@ -291,7 +291,12 @@ void ev_exec_train(Ev *ev, AstNode *s) {
     first_epoch = t->epoch;
   }
   t->epoch = first_epoch;
-  if (t->opt_kind[0] && strcmp(t->opt_kind, opt_name(ts.opt.kind))) drop_slots(t);   // another optimizer starts fresh
+  if (t->opt_kind[0] && strcmp(t->opt_kind, opt_name(ts.opt.kind))) {   // another optimizer starts fresh
+    drop_slots(t);
+    t->step = 0;   // its bias corrections count its own steps
+  }
+  // The schedule counts this statement's steps (a resumed one's include the checkpoint's).
+  int64_t step0 = first_epoch ? 0 : t->step;
   snprintf(t->opt_kind, sizeof t->opt_kind, "%s", opt_name(ts.opt.kind));
   const char *dname;
   RtDataset *ds = split_data(ev, s->rhs, SPLIT_TRAIN, &dname);
@@ -307,8 +312,8 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   char err[1024];
   RtBatcher *b = run->batches = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, 1, err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
-  RtMetrics *mx = run->metrics = rt_metrics_new(ev->topts.log, err, sizeof err);
-  if (!mx) ev_fail(ev, s->span, "%s", err);
+  if (!t->metrics && !(t->metrics = rt_metrics_new(ev->topts.log, err, sizeof err))) ev_fail(ev, s->span, "%s", err);
+  RtMetrics *mx = t->metrics;
   RtProgress *pg = run->progress = rt_progress_new(stderr, ev->topts.progress);
   int64_t nb = rt_batcher_nbatches(b), total = nb * ts.epochs;
   RtTensor *in = arena_alloc(ev->arena, sizeof *in * (st.nin + 1)), cols[RT_DATA_MAXCOL];
@@ -329,14 +334,14 @@ void ev_exec_train(Ev *ev, AstNode *s) {
     int64_t got, done = 0, seen = 0;
     double loss_sum = 0;
     while ((got = rt_batcher_next(b, cols)) > 0) {
-      double lr = lr_at(&ts, t->step, total, epoch);
+      double lr = lr_at(&ts, t->step - step0, total, epoch);
       *(double *)st.scalars[OPT_LR].data = lr;
       *(double *)st.scalars[OPT_BIAS1].data = 1 / (1 - pow(ts.opt.beta1, (double)(t->step + 1)));
       *(double *)st.scalars[OPT_BIAS2].data = 1 / (1 - pow(ts.opt.beta2, (double)(t->step + 1)));
       if (st.scalars[OPT_NSCALARS].data) *(int64_t *)st.scalars[OPT_NSCALARS].data = (int64_t)(ts.seed << 32) + t->step;
       for (int i = 0; i < st.nin; i++)
         in[i] = st.in_col[i] >= 0 ? as_input(&cols[st.in_col[i]], st.ins[i]) : *st.in_val[i];
-      run_graph(ev, st.pr, in, st.out, first, s->span);
+      ev_run_program(ev, st.pr, in, st.out, first, s->span);
       first = 0;
       for (int o = 1; o < st.nout; o++) {   // the next values become the current ones
         void *tmp = st.out_dst[o]->data;
@@ -348,7 +353,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
       done++; seen += got;
       loss_sum += l * (double)got;
       rt_progress_step(pg, done, seen, l);
-      rt_metrics_step(mx, epoch + 1, t->step, l, lr);
+      rt_metrics_step(mx, epoch + 1, ++t->logged, l, lr);
       if (interrupt_flag) { stopped = 1; break; }
       if (ev->topts.max_steps && ++steps_here >= ev->topts.max_steps) { cut = 1; break; }
     }
@@ -358,12 +363,12 @@ void ev_exec_train(Ev *ev, AstNode *s) {
     double mean = seen ? loss_sum / (double)seen : NAN;
     rt_progress_epoch_end(pg, mean, em.names, ev_vals, em.pr ? em.n : 0);
     const char *tl = "train_loss";
-    rt_metrics_epoch(mx, epoch + 1, t->step, &tl, &mean, 1);
-    if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->step, em.log_names, ev_vals, em.n);
+    rt_metrics_epoch(mx, epoch + 1, t->logged, &tl, &mean, 1);
+    if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->logged, em.log_names, ev_vals, em.n);
     if (ts.checkpoint && save_checkpoint(ev, ts.checkpoint, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
   }
   const char *title = strrchr(s->span.src->name, '/');
-  finish_run(ev, run, stopped, title ? title + 1 : s->span.src->name);
+  finish_run(ev, t, stopped, title ? title + 1 : s->span.src->name);
   if (stopped) {
     if (ts.checkpoint && !save_checkpoint(ev, ts.checkpoint, err, sizeof err))
       fprintf(stderr, "kiln: interrupted; checkpoint saved to %s (continue with --resume %s)\n", ts.checkpoint, ts.checkpoint);

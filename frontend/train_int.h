@@ -17,7 +17,6 @@ typedef struct { char *name; int n; RtTensor slot[2]; } OptSlots;
 // unwinds with longjmp) must not leak; freed by run_end and ev_train_free.
 typedef struct {
   RtBatcher *batches, *eval_batches;
-  RtMetrics *metrics;
   RtProgress *progress;
   Program *step;
   RtTensor *out; int nout;       // the step's results
@@ -28,6 +27,8 @@ typedef struct {
 
 struct Trainer {
   Run run;
+  RtMetrics *metrics;           // --log and --plot: every train statement of the session
+  int64_t logged;               // steps logged so far (the log's step column)
   LoadedData **data; int ndata;   // each allocated alone: statements hold pointers into them
   char opt_kind[16];            // the optimizer whose state is held ("" none)
   OptSlots **slots; int nslots;   // each allocated alone: steps hold pointers into them
@@ -56,8 +57,6 @@ RtDataset *split_data(Ev *ev, AstNode *e, int dflt, const char **name);
 // The data column that feeds input `in` (columns bind to inputs in declaration order).
 int column_of(Ev *ev, RtDataset *ds, Node *in, const char *dname, Span sp);
 RtTensor as_input(const RtTensor *batch, Node *in);   // a batch viewed with the input's shape
-// Bind, (alloc: allocate outputs), run; errors at sp.
-void run_graph(Ev *ev, Program *pr, RtTensor *in, RtTensor *out, int alloc, Span sp);
 double scalar_value(const RtTensor *t);
 void metrics_compile(Ev *ev, AstNode *s, Metrics *m);       // an evaluate statement's graph
 void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals);   // its means over the split

@@ -258,10 +258,14 @@ print parameter("dense.2.W")
     check("resumed training gives bit-identical weights to an uninterrupted run", rc1 == rc2 == rc3 == 0 and
           same_weights(os.path.join(TMP, "r.safetensors"), os.path.join(TMP, "full.safetensors")), e1 + e2 + e3)
     # two train statements in one file: the second runs its own epochs
-    rc, out, err = kiln(CSV_MODEL % ("adam(lr=0.01)", 1, "") + "train loss on d.train with sgd(lr=0.01), epochs=2\n")
+    rc, out, err = kiln(CSV_MODEL % ("adam(lr=0.01)", 1, "") + "train loss on d.train with sgd(lr=0.01), epochs=2, warmup=4\n",
+                        "--log", "two.csv")
     lines = [l for l in err.splitlines() if l.startswith("epoch ")]
     check("a second train statement runs all its epochs", rc == 0 and len(lines) == 3 and
           lines[-1].startswith("epoch 2/2"), err[-600:])
+    lrs = [float(r.split(",")[3]) for r in open(os.path.join(TMP, "two.csv")).read().splitlines() if ",lr," in r] if rc == 0 else []
+    check("a second train statement's schedule starts at its own first step", len(lrs) == 48 and lrs[16] == 0.0025 and
+          lrs[19] == 0.01, str(lrs[14:22]))
     # Python's safetensors writes a file; Kiln loads it and prints the values.
     from safetensors.numpy import save_file
     W = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
@@ -405,6 +409,10 @@ def t_errors():
         ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epoch=3\n', "no option 'epoch'"),
         ('data d = npy(["x.npy", "y.npy"])\nprint d.valid\n', "not .valid"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd(-0.1)\n', "lr must be a finite number >= 0"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epochs=1e300\n', "epochs is too large"),
         ('data d = csv("bad.csv")\ninput x : f32[B, 2]\ninput y : i32[B]\nparam W : f32[2, 2]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "bad.csv:3"),
         ('data d = idx(train=["idx/bad-images.gz", "idx/train-labels-idx1-ubyte.gz"])\ninput x : f32[B, 64]\n'
