@@ -359,6 +359,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
     }
     if (stopped) break;
     t->epoch = epoch + 1;
+    rt_progress_epoch_trained(pg);   // the epoch line's time and ex/s: training, not evaluation
     if (em.pr) metrics_run(ev, ev->next_eval, &em, ev_vals);
     double mean = seen ? loss_sum / (double)seen : NAN;
     rt_progress_epoch_end(pg, mean, em.names, ev_vals, em.pr ? em.n : 0);

@@ -18,7 +18,7 @@ struct RtProgress {
     // The current epoch.
     int epoch, nepochs, in_epoch;   // in_epoch: begun and not yet ended
     int64_t nbatches, nexamples;
-    double ep_t0, last_draw;
+    double ep_t0, ep_t1, last_draw;   // ep_t1: training ended (rt_progress_epoch_trained), else < 0
     int drawn;   // a bar is on the line
     int64_t batches, examples;
     double loss_sum;   // running mean = loss_sum / batches_seen
@@ -152,6 +152,7 @@ void rt_progress_epoch_begin(RtProgress *p, int epoch, int nepochs, int64_t nbat
     p->epoch = epoch, p->nepochs = nepochs, p->in_epoch = 1;
     p->nbatches = nbatches, p->nexamples = nexamples;
     p->ep_t0 = t;
+    p->ep_t1 = -1;
     p->batches = p->examples = p->nloss = 0;
     p->loss_sum = 0;
     if (p->tty)   // something to look at while the first step compiles
@@ -182,12 +183,17 @@ static void update_best(RtProgress *p, const char *name, double v) {
     p->best_epoch = p->epoch;
 }
 
+void rt_progress_epoch_trained(RtProgress *p) {
+    if (p)
+        p->ep_t1 = now_s();
+}
+
 //     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s, accuracy 0.9012
 void rt_progress_epoch_end(RtProgress *p, double mean_loss, const char *const *names,
                            const double *vals, int nmetrics) {
     if (!p)
         return;
-    double el = now_s() - p->ep_t0;
+    double el = (p->ep_t1 >= 0 ? p->ep_t1 : now_s()) - p->ep_t0;
     char v[32];
     Line l = {.n = 0};
     begin_line(p, &l);

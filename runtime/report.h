@@ -15,6 +15,7 @@
 //             rt_progress_step(p, b, b * batch, loss);
 //             rt_metrics_step(m, e, ++step, loss, lr);
 //         }
+//         rt_progress_epoch_trained(p);                 // the time below is training alone
 //         const char *names[] = {"train_loss", "accuracy"};
 //         double vals[] = {sum / nbatches, evaluate(...)};
 //         rt_progress_epoch_end(p, vals[0], names + 1, vals + 1, 1);
@@ -52,6 +53,9 @@ void rt_progress_epoch_begin(RtProgress *p, int epoch, int nepochs, int64_t nbat
 //     epoch 2/5 [=========>     ] 312/469  5832 ex/s  loss 0.4123  ETA 0:07
 // where loss is the mean over the epoch so far (nan once any step was nan). Otherwise silent.
 void rt_progress_step(RtProgress *p, int64_t batches_done, int64_t examples_done, double loss);
+// Marks the end of the epoch's training steps, before an evaluation: the epoch line's time
+// and ex/s then count training alone (without the call, they run to rt_progress_epoch_end).
+void rt_progress_epoch_trained(RtProgress *p);
 // Replaces the bar (or, without a tty, prints) the summary line:
 //     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s, accuracy 0.9012
 // with ", NAME VALUE" per metric (nmetrics may be 0). The first metric is the one
