@@ -37,6 +37,7 @@ run_suites() {  # build dir, label
   suite "$l nn ops" .venv/bin/python tests/test_nn.py "$b/kiln"
   suite "$l training" .venv/bin/python tests/test_train.py "$b/kiln"
   suite "$l docs" .venv/bin/python tests/test_docs.py "$b/kiln"
+  suite "$l vectorize" .venv/bin/python tests/test_vectorize.py "$b/kiln"
 }
 # A private compile cache, so tests see the compiler run and nothing stale.
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
@@ -53,6 +54,7 @@ if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
     suite "cc-fallback gradcheck" .venv/bin/python tests/test_gradcheck.py build-cc/kiln
     suite "cc-fallback nn ops" .venv/bin/python tests/test_nn.py build-cc/kiln
     suite "cc-fallback training" .venv/bin/python tests/test_train.py build-cc/kiln
+    suite "cc-fallback vectorize" .venv/bin/python tests/test_vectorize.py build-cc/kiln
   else
     total_fail=$((total_fail + 1)); echo "FAIL the -Djit=cc build"
   fi

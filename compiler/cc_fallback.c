@@ -165,6 +165,7 @@ static int compile(const JitConf *c, const char *src, int object, JitBuf *out, c
       jit_seterr(err, errlen, "jit: %s wrote no output", cc_name());
     else
       r = 0;
+    if (!r && c->keep_diag) out->diag = msg, msg = NULL;
     free(msg);
   }
   unlink(in), unlink(obj), unlink(diag), rmdir(dir);

@@ -285,6 +285,30 @@ static int write_atomic(const char *path, const JitBuf *b, char *err, size_t err
   return 0;
 }
 
+// Clang's (llvm backend, or cc being clang) and GCC's names for the vectorizer's account.
+static const char *const clang_remarks[] = {"-Rpass=loop-vectorize", "-Rpass-missed=loop-vectorize",
+                                            "-Rpass-analysis=loop-vectorize"};
+static const char *const gcc_remarks[] = {"-fopt-info-vec-optimized", "-fopt-info-vec-missed"};
+
+int jit_vector_report(const JitOptions *opt, const char *src, char **text, char *err, size_t errlen) {
+  JitConf c;
+  *text = NULL;
+  if (conf_init(&c, opt, err, errlen)) return -1;
+  int gcc = !strcmp(c.be->name, "cc") && !strstr(c.fingerprint, "clang");
+  const char *const *f = gcc ? gcc_remarks : clang_remarks;
+  int nf = gcc ? 2 : 3, r = 0;
+  for (int i = 0; i < nf && !r; i++) r = jit_addflag(&c, f[i]);
+  if (r) jit_seterr(err, errlen, "jit: flags too long");
+  c.keep_diag = 1;
+  JitBuf b = {0};
+  if (!r) r = c.be->compile(&c, src, 1, &b, err, errlen);   // never cached: the point is the messages
+  if (!r) *text = b.diag ? b.diag : strdup("");
+  else free(b.diag);
+  free(b.p);
+  conf_free(&c);
+  return r;
+}
+
 int jit_compile_object(const JitOptions *opt, const char *src, const char *out_path,
                        char *err, size_t errlen) {
   JitConf c;

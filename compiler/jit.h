@@ -74,4 +74,10 @@ const char *jit_name(const Jit *j);
 int jit_compile_object(const JitOptions *opt, const char *src, const char *out_path,
                        char *err, size_t errlen);
 
+// The vectorizer's account of each loop in src, compiled as jit_compile would (never
+// cached): Clang's loop-vectorize remarks (llvm backend, or a cc that is clang) or GCC's
+// -fopt-info-vec messages, as "kernel.c:LINE:COL: ..." lines in *text (malloc'd).
+// `kiln emit-c --vectorize` sums them up per kernel.
+int jit_vector_report(const JitOptions *opt, const char *src, char **text, char *err, size_t errlen);
+
 #endif

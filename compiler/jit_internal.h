@@ -19,10 +19,12 @@ typedef struct {
   char flags[2048];      // compiler flags, each NUL-terminated, back to back
   int nflags;
   char fingerprint[1024];  // toolchain version and host cpu: the rest of a cache key
+  int keep_diag;         // compile() hands back its messages (jit_vector_report)
 } JitConf;
 
-// One compiled unit's bytes.
-typedef struct { char *p; size_t n; } JitBuf;
+// One compiled unit's bytes; diag: the compiler's messages when compile() was asked
+// for them (JitConf.keep_diag), else NULL. Both malloc'd.
+typedef struct { char *p; size_t n; char *diag; } JitBuf;
 
 struct JitBackend {
   const char *name;      // "llvm" or "cc"

@@ -113,6 +113,7 @@ static int compile(const JitConf *c, const char *src, int object, JitBuf *out, c
   int r = kiln_clang_compile(argv, argc, src, &out->p, &out->n, &diag);
   if (r) jit_seterr(err, errlen, "jit: generated C does not compile (%s):\n%s", describe(),
                     diag ? diag : "clang failed without a message\n");
+  if (!r && c->keep_diag) out->diag = diag, diag = NULL;
   free(diag);
   return r;
 }

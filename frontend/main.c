@@ -18,6 +18,8 @@ static const char usage[] =
   "  kiln ir FILE --stats      for each graph: kernels by kind, workspace peak,\n"
   "                            argument bytes, matmul strategies\n"
   "  kiln emit-c FILE          show the C generated for each graph\n"
+  "  kiln emit-c FILE --vectorize\n"
+  "                            ... and, per kernel, which loops the compiler vectorized\n"
   "  kiln ast FILE             show the syntax tree\n"
   "  kiln --version | --help\n"
   "\n"
@@ -44,7 +46,7 @@ static const char usage[] =
 
 typedef struct {
   const char *cmd, *file, *code, *after;
-  int threads, ffi, seed_set, stats, tune;
+  int threads, ffi, seed_set, stats, tune, vectorize;
   long long seed;
   TrainOpts train;
 } Opts;
@@ -105,6 +107,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     else if (!strcmp(a, "--seed") && i + 1 < argc) { o->seed = atoll(argv[++i]); o->seed_set = 1; }
     else if (!strcmp(a, "--ffi")) o->ffi = 1;
     else if (!strcmp(a, "--stats")) o->stats = 1;
+    else if (!strcmp(a, "--vectorize")) o->vectorize = 1;
     else if (!strcmp(a, "--tune")) o->tune = 1;
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "kiln: unknown option '%s'\n\n%s", a, usage); return -1; }
     else if (!o->cmd) o->cmd = a;
@@ -145,8 +148,12 @@ static int run_program(const Opts *o) {
   if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c")) {
     ev->pipe.dump_after = strcmp(o->cmd, "ir") ? NULL : o->stats ? PIPE_STATS : o->after ? o->after : "dce";
     ev->pipe.emit_c = !strcmp(o->cmd, "emit-c");
+    ev->pipe.vector_report = o->vectorize;
   }
-  if (o->stats && (o->after || strcmp(o->cmd, "ir"))) {
+  if (o->vectorize && strcmp(o->cmd, "emit-c")) {
+    fprintf(stderr, "kiln: --vectorize goes with kiln emit-c\n");
+    rc = 1;
+  } else if (o->stats && (o->after || strcmp(o->cmd, "ir"))) {
     fprintf(stderr, "kiln: --stats goes with kiln ir, without --after\n");
     rc = 1;
   } else if (ev->pipe.dump_after && !o->stats && !pipe_stage_ok(ev->pipe.dump_after)) {

@@ -192,6 +192,7 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   if (cg_emit_c(s, &pr->cs, err, errlen)) { prog_free(pr); return NULL; }
   if (p->emit_c) {
     fputs(pr->cs.src, p->dump);
+    if (p->vector_report) pipe_vector_report(p->dump, pr->cs.src);
     prog_free(pr);
     return NULL;
   }

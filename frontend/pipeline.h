@@ -20,6 +20,7 @@ typedef struct {
   const char *dump_after;   // stage name: print the graph there and stop
   FILE *dump;
   int emit_c;               // print the generated C to dump and stop
+  int vector_report;        // with emit_c: then how the compiler vectorized each kernel's loops
   LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
 } Pipe;
 
@@ -42,6 +43,9 @@ Jit *pipe_jit_new(char *err, size_t errlen);
 // also when dump_after stopped it (err is then "").
 Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen);
 void prog_free(Program *pr);
+// `kiln emit-c --vectorize` (vecreport.c): src compiled as the JIT would, with the
+// vectorizer's remarks printed per kernel as C comments.
+void pipe_vector_report(FILE *out, const char *src);
 // Bind the symbolic dimensions (D[sym]) from the inputs' shapes; checks every
 // input's dtype and shape. 0, or -1 with a message.
 int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, size_t errlen);
