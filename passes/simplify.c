@@ -178,6 +178,47 @@ static Node *rule_sum(IrCtx *c, Node *n) {
   return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
 }
 
+// sum over batch axes of a batched product -> one product with those axes folded
+// into the inner dimension: sum_b P[b] @ Q[b] = P' @ Q', P' = [.., m, b*k],
+// Q' = [.., b*k, n]. A weight's gradient through `x[N, T, F] @ W` is then one GEMM
+// over the whole batch instead of N products and a sum (the reshapes are views:
+// the batch and inner axes sit together in memory for contiguous operands).
+static Node *rule_sum_matmul(IrCtx *c, Node *n) {
+  Node *m = n->src[0];
+  int nd = m->ndim;
+  uint32_t axes = (uint32_t)n->a.i[0];
+  if (m->op != OP_MATMUL || nd < 3 || (axes >> (nd - 2)) || m->src[0]->ndim != nd || m->src[1]->ndim != nd)
+    return NULL;
+  Node *p = m->src[0], *q = m->src[1];
+  for (int d = 0; d < nd - 2; d++)   // an operand shared along a summed axis: sum it first instead
+    if ((axes & (1u << d)) && ((p->op == OP_BROADCAST && dim_is(p->src[0]->shape[d], 1)) ||
+                               (q->op == OP_BROADCAST && dim_is(q->src[0]->shape[d], 1))))
+      return NULL;
+  int pp[IR_MAXDIM], pq[IR_MAXDIM], np = 0, nq = 0, nb = 0, ns = 0;
+  Dim summed[IR_MAXDIM], sp[IR_MAXDIM], sq[IR_MAXDIM];
+  for (int d = 0; d < nd - 2; d++)
+    if (!(axes & (1u << d))) { pp[np++] = pq[nq++] = d; sp[nb] = sq[nb] = m->shape[d]; nb++; }
+  pp[np++] = nd - 2;                                     // P: kept batch axes, m, summed axes, k
+  for (int d = 0; d < nd - 2; d++)
+    if (axes & (1u << d)) { pp[np++] = pq[nq++] = d; summed[ns++] = m->shape[d]; }
+  pp[np++] = nd - 1;
+  pq[nq++] = nd - 2;                                     // Q: kept batch axes, summed axes, k, n
+  pq[nq++] = nd - 1;
+  summed[ns++] = p->shape[nd - 1];
+  Dim inner = dim_c(1);
+  for (int i = 0; i < ns; i++) {   // b*k must stay of the form k*SYMBOL
+    if (summed[i].sym && inner.sym) return NULL;
+    if (summed[i].sym) inner.sym = summed[i].sym;
+    if (__builtin_mul_overflow(inner.k, summed[i].k, &inner.k)) return NULL;
+  }
+  sp[nb] = p->shape[nd - 2]; sp[nb + 1] = inner;
+  sq[nb] = inner; sq[nb + 1] = q->shape[nd - 1];
+  Node *p2 = ir_reshape(c, ir_transpose(c, p, pp), nb + 2, sp);
+  Node *q2 = ir_reshape(c, ir_transpose(c, q, pq), nb + 2, sq);
+  Node *r = p2 && q2 ? ir_matmul(c, p2, q2) : NULL;
+  return r ? ir_reshape(c, r, n->ndim, n->shape) : NULL;
+}
+
 static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   Node *r = NULL;
   switch (n->op) {
@@ -193,7 +234,7 @@ static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   case OP_TRANSPOSE: r = rule_transpose(c, n); break;
   case OP_RESHAPE: r = rule_reshape(c, n); break;
   case OP_BROADCAST: r = rule_broadcast(c, n); break;
-  case OP_SUM: r = rule_sum(c, n); break;
+  case OP_SUM: r = rule_sum(c, n); if (!r) r = rule_sum_matmul(c, n); break;
   default: break;
   }
   // A rule that would change n's type does not apply (the builders can add casts).

@@ -604,6 +604,19 @@ static IrGraph *simp_sum_broadcast(IrCtx *c) {
   };
   return graph(c, outs, 3);
 }
+// sum over batch axes of a batched product: one product, the summed axes folded
+// into the inner dimension (x[B, 4, 5] @ w[5, 6]: w's gradient is then one GEMM).
+static IrGraph *simp_sum_matmul(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,4,5"), *dy = input(c, "dy", DT_F32, "B,4,6");
+  Node *p = input(c, "p", DT_F32, "2,3,4,5"), *q = input(c, "q", DT_F32, "2,3,5,6");
+  int tr[3] = {0, 2, 1};
+  Node *outs[3] = {
+      ir_reduce(c, OP_SUM, ir_matmul(c, ir_transpose(c, x, tr), dy), 1, 0),   // [5, 6]: B*4 folded
+      ir_reduce(c, OP_SUM, ir_matmul(c, p, q), 1, 1),                          // [1, 3, 4, 6], keepdims
+      ir_reduce(c, OP_SUM, ir_matmul(c, p, q), 3, 0),                          // [4, 6]: 2*3*5 folded
+  };
+  return graph(c, outs, 3);
+}
 static IrGraph *simp_nothing(IrCtx *c) {   // no rule applies: the graph comes back as it was
   Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_F32, "3");
   return g1(c, bin(c, OP_SUB, un(c, OP_EXP, bin(c, OP_MUL, x, y)), bin(c, OP_DIV, x, f(c, 3))));
@@ -693,6 +706,7 @@ static const Case cases[] = {
     {"simplify_add_neg", "simplify", simp_add_neg},
     {"simplify_movement", "simplify", simp_movement},
     {"simplify_sum_broadcast", "simplify", simp_sum_broadcast},
+    {"simplify_sum_matmul", "simplify", simp_sum_matmul},
     {"simplify_nothing", "simplify", simp_nothing},
     {"stability_log_softmax", "stability", stab_log_softmax},
     {"stability_log1p_expm1", "stability", stab_log1p_expm1},
