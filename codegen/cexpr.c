@@ -420,6 +420,37 @@ static const char *im2col(Gen *g, Node *n, Index *ix, char *t) {
   return guarded(g, n, ix, t, cond, lit, x, v);
 }
 
+// COL2IM over disjoint windows (ir_windows_disjoint): row h + pt is position
+// (oh, kh) = ((h + pt) / sh, (h + pt) % sh) of at most one window, so a pixel
+// is one guarded read, with no loop and no divisibility test. The guard keeps
+// only the bounds this shape can cross: kh past the kernel when the stride
+// skips rows, oh past the last window for rows no window reaches.
+static const char *col2im_disjoint(Gen *g, Node *n, Index *ix, char *t) {
+  Node *cols = n->src[0];
+  const int64_t *w = n->a.i;
+  char at[2][2][16], cond[256] = "", lit[64];
+  size_t k = 0;
+  for (int a = 0; a < 2; a++) {
+    char *o = at[a][0], *kk = at[a][1];
+    int64_t s = w[2 + a], in = n->shape[2 + a].k, out = cols->shape[1 + a].k;
+    cg_line(g, "int64_t %s = (%s + %" PRId64 ") / %" PRId64 ";", cg_tmp(g, o), ix->idx[2 + a], w[4 + a], s);
+    cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", cg_tmp(g, kk), ix->idx[2 + a], w[4 + a], o, s);
+    if (w[a] < s) k += snprintf(cond + k, sizeof cond - k, "%s%s < %" PRId64, k ? " && " : "", kk, w[a]);
+    if ((in - 1 + w[4 + a]) / s >= out) k += snprintf(cond + k, sizeof cond - k, "%s%s < %" PRId64, k ? " && " : "", o, out);
+  }
+  Index *v = cg_index(g, 6, cols->shape);
+  const char *idx[6] = {ix->idx[0], at[0][0], at[1][0], ix->idx[1], at[0][1], at[1][1]};
+  for (int d = 0; d < 6; d++) snprintf(v->idx[d], sizeof v->idx[d], "%s", idx[d]);
+  v->has_idx = 1;
+  if (!k) {
+    char val[48];   // a copy: the memo array may move
+    snprintf(val, sizeof val, "%s", cg_value(g, cols, v));
+    return memo_add(g, n, ix, val);
+  }
+  cg_literal(lit, sizeof lit, n->dtype, 0);
+  return guarded(g, n, ix, t, cond, lit, cols, v);
+}
+
 // COL2IM: each pixel sums the window positions that read it; a position
 // (oh, kh) reads row oh*sh - pt + kh*dh, so for row h it is oh = (h + pt - kh*dh) / sh
 // when that divides and is in range.
@@ -428,6 +459,7 @@ static const char *col2im(Gen *g, Node *n, Index *ix, char *t) {
   const int64_t *w = n->a.i;
   char kh[16], kw[16], th[16], tw[16], oh[16], ow[16], lit[64];
   cg_need_idx(g, ix);
+  if (ir_windows_disjoint(w)) return col2im_disjoint(g, n, ix, t);
   cg_literal(lit, sizeof lit, n->dtype, 0);
   cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
   cg_tmp(g, kh); cg_tmp(g, kw); cg_tmp(g, th); cg_tmp(g, tw); cg_tmp(g, oh); cg_tmp(g, ow);

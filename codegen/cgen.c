@@ -147,6 +147,21 @@ static void acc_init(char *buf, size_t len, Node *n, DType acc) {
   snprintf(buf, len, "%s", init[0] == '-' ? lo[acc] : hi[acc]);
 }
 
+// A sum of booleans cast to float (max pooling's tie count) over at most 2^24
+// terms: every partial sum is an integer f32 holds exactly, so the float
+// accumulator gives the double one's result without the conversions.
+static int count_exact(Node *n) {
+  Node *s = n->src[0];
+  if (n->op != OP_SUM || s->op != OP_CAST || s->src[0]->dtype != DT_BOOL) return 0;
+  int64_t terms = 1;
+  for (int i = 0; i < s->ndim; i++) {
+    if (!(n->a.i[0] & (1u << i))) continue;
+    if (s->shape[i].sym) return 0;
+    terms *= s->shape[i].k;
+  }
+  return terms <= 1 << 24;
+}
+
 // Reduction: the output's leading kept axes are rows in parallel (unraveled
 // once per row), its trailing kept axes nested loops (inner_split's choice,
 // so no division per output); per output, loops over the reduced axes with
@@ -156,7 +171,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   uint32_t axes = (uint32_t)n->a.i[0];
   int arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
   DType vt = s->dtype;
-  DType acc = (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD)) ? DT_F64 : vt;  // f32 sums in double
+  DType acc = (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD) && !count_exact(n)) ? DT_F64 : vt;  // f32 sums in double
   char d[64], init[64], q[16], inner[128], L[128];
   int kept[IR_MAXDIM], nk = 0;
   Dim kshape[IR_MAXDIM];

@@ -127,6 +127,11 @@ Node *ir_rng_salted(IrCtx *c, DType t, int ndim, const Dim *shape, uint64_t seed
 // pad top, pad left, dh, dw, fill}; pad_end = {bottom, right}.
 Node *ir_im2col(IrCtx *c, Node *x, const int64_t *win, const int64_t *pad_end);
 Node *ir_col2im(IrCtx *c, Node *cols, const int64_t *win, int64_t h, int64_t w);   // the adjoint
+// Windows that never share a pixel (dilation 1, kernel <= stride on both axes):
+// a pixel is then read by at most one window position, found by one division.
+static inline int ir_windows_disjoint(const int64_t *win) {
+  return win[6] == 1 && win[7] == 1 && win[0] <= win[2] && win[1] <= win[3];
+}
 Node *ir_gather(IrCtx *c, Node *table, Node *idx);                  // table[idx]: idx.shape + table.shape[1:]
 Node *ir_scatter_add(IrCtx *c, Node *src, Node *idx, Dim rows);     // the adjoint: [rows] + src.shape[idx.ndim:]
 // Intern a node described by t (shape, operands, attributes); the one constructor.

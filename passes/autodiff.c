@@ -181,12 +181,19 @@ static Node *grad_PROD(GradCtx *g, Node *n, Node *adj, int i) {
   Node *others = where(g, none, dvd(g, pnz, safe), where(g, one, bcast_to(g, pnz, x), cst(g, x, 0)));
   return mul(g, keepdims(g, adj, x, ax), others);
 }
-// The adjoint goes to the extreme positions, shared equally among ties.
+// The adjoint goes to the extreme positions, shared equally among ties. The
+// routing mask is x >= max (x <= min), which is x == max for every x the
+// reduction saw (both false at NaN), but a node of its own: with one shared
+// mask, fusion would store it as bytes in a kernel of its own; two masks are
+// recomputed where they are read (a pooling gradient is then a count, a
+// division and one kernel that routes and, through col2im, scatters back).
 static Node *grad_extreme(GradCtx *g, Node *n, Node *adj) {
   Node *x = n->src[0];
   uint32_t ax = (uint32_t)n->a.i[0];
-  Node *m = bin(g, OP_EQ, x, keepdims(g, n, x, ax));
-  Node *cnt = sum_axes(g, m ? ir_cast(g->c, m, x->dtype) : NULL, ax);
+  Node *e = keepdims(g, n, x, ax);
+  Node *tie = bin(g, OP_EQ, x, e);
+  Node *cnt = sum_axes(g, tie ? ir_cast(g->c, tie, x->dtype) : NULL, ax);
+  Node *m = bin(g, n->op == OP_RMAX ? OP_GE : OP_LE, x, e);
   return keep_if(g, m, dvd(g, keepdims(g, adj, x, ax), cnt));
 }
 static Node *grad_RMAX(GradCtx *g, Node *n, Node *adj, int i) { return grad_extreme(g, n, adj); }

@@ -86,7 +86,10 @@ static void decide(Fuse *f, Node **order, int count) {
     if (k == K_ROW) for (int j = 0; j < n->nsrc; j++) need_view(s, n->src[j]);
     if (k == K_SCATTER) for (int j = 0; j < n->nsrc; j++) need_dense(s, n->src[j]);
     // Operands read many times per result: a buffer, not a recomputed expression.
-    if (n->op == OP_COL2IM || n->op == OP_GATHER) need_view(s, n->src[0]);
+    if (n->op == OP_GATHER) need_view(s, n->src[0]);
+    // Over disjoint windows a pixel reads one position, each position read
+    // once: the operand fuses in (pooling's routed gradient) at no extra cost.
+    if (n->op == OP_COL2IM && !ir_windows_disjoint(n->a.i)) need_view(s, n->src[0]);
     if (n->op == OP_IM2COL && (n->a.i[0] > n->a.i[2] || n->a.i[1] > n->a.i[3])) need_view(s, n->src[0]);
     if (sched_buf(s, n) >= 0) depth[n->id] = 0;
   }

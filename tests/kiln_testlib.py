@@ -192,8 +192,9 @@ def expect_small(tol, what="error"):
 
 
 class Check:
-    def __init__(self, name, setup, exprs, verify):
+    def __init__(self, name, setup, exprs, verify, threads=None):
         self.name, self.setup, self.exprs, self.verify = name, setup, exprs, verify
+        self.threads = threads
 
 
 class Suite:
@@ -212,9 +213,10 @@ class Suite:
         self.n += 1
         return "%s_%d" % (base, self.n)
 
-    def add(self, name, setup, exprs, verify):
+    def add(self, name, setup, exprs, verify, threads=None):
         """setup: Kiln source lines (str or list); exprs: the expression(s) to
-        print (str or list); verify: function(list of arrays) -> None | message."""
+        print (str or list); verify: function(list of arrays) -> None | message;
+        threads: run with `kiln run --threads N` (None: kiln's default)."""
         if name in self.names:
             raise ValueError("duplicate check name " + name)
         self.names.add(name)
@@ -222,7 +224,7 @@ class Suite:
             setup = [l for l in setup.split("\n") if l.strip()]
         if isinstance(exprs, str):
             exprs = [exprs]
-        self.checks.append(Check(name, list(setup), list(exprs), verify))
+        self.checks.append(Check(name, list(setup), list(exprs), verify, threads))
 
     # Checks run in batches; a batch is one program.
     def _program(self, checks):
@@ -256,10 +258,11 @@ class Suite:
             self.failures.append((c.name, msg))
             print("FAIL %s: %s" % (c.name, msg))
 
-    def _kiln(self, path):
+    def _kiln(self, path, threads=None):
+        args = [self.kiln, "run", path] + (["--threads", str(threads)] if threads else [])
         for attempt in range(10):
             try:
-                return subprocess.run([self.kiln, "run", path], capture_output=True, text=True,
+                return subprocess.run(args, capture_output=True, text=True,
                                       timeout=self.timeout)
             except OSError:   # e.g. the binary is being relinked: wait for it
                 if attempt == 9:
@@ -280,7 +283,7 @@ class Suite:
             with open(os.path.join(keep, "program%03d.kiln" % n), "w") as f:
                 f.write(src)
         try:
-            p = self._kiln(path)
+            p = self._kiln(path, checks[0].threads)
             out, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -334,13 +337,15 @@ class Suite:
         self._report(checks[blame], first_line)
         return checks[done:blame] + checks[blame + 1:]
 
-    def _worker(self, checks, path):
-        try:
-            while checks:
-                checks = self._run_batch(checks, path)
-        except BaseException as e:  # reported below as failures of the checks left
-            for c in checks:
-                self._report(c, "the test harness failed: %s: %s" % (type(e).__name__, e))
+    def _worker(self, groups, path):
+        """groups: lists of checks, each run with its own thread count."""
+        for checks in groups:
+            try:
+                while checks:
+                    checks = self._run_batch(checks, path)
+            except BaseException as e:  # reported below as failures of the checks left
+                for c in checks:
+                    self._report(c, "the test harness failed: %s: %s" % (type(e).__name__, e))
 
     def run(self, jobs=None):
         """Runs the checks in `jobs` kiln processes at once (default: the
@@ -354,9 +359,14 @@ class Suite:
         self.results, self.extra, self.nprog = {}, [], 0
         with tempfile.TemporaryDirectory(prefix="kiln_test_") as tmp:
             threads = []
+            # a batch is one kiln process, so checks that ask for a thread count
+            # run in batches of their own
+            groups = {}
+            for c in self.checks:
+                groups.setdefault(c.threads, []).append(c)
             for j in range(jobs):   # interleaved, so each worker gets a mix of cheap and costly checks
                 t = threading.Thread(target=self._worker,
-                                     args=(self.checks[j::jobs], os.path.join(tmp, "batch%d.kiln" % j)))
+                                     args=([g[j::jobs] for g in groups.values()], os.path.join(tmp, "batch%d.kiln" % j)))
                 t.start()
                 threads.append(t)
             for t in threads:

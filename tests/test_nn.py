@@ -70,6 +70,117 @@ def pool_ref(x, k, stride=None, pad=0, avg=False):
     return win.mean(axis=(4, 5)) if avg else win.max(axis=(4, 5))
 
 
+def pool_grad_ref(x, adj, k, stride=None, pad=0, avg=False):
+    """d sum(pool(x) * adj) / dx from the definition: a window's max shares
+    its adj equally among the positions equal to it (padding positions count,
+    their shares are dropped; a window holding NaN gives none); average
+    pooling spreads adj / (kh * kw) over the window."""
+    k = pair(k)
+    s = pair(stride) if stride is not None else k
+    H, W = x.shape[2:]
+    pt, pb, pl, pr = pads_of(pad, H, W, k[0], k[1], s, (1, 1))
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=0.0 if avg else -np.inf)
+    gp = np.zeros_like(xp)
+    for i in range(adj.shape[2]):
+        for j in range(adj.shape[3]):
+            rows, cols = slice(i * s[0], i * s[0] + k[0]), slice(j * s[1], j * s[1] + k[1])
+            win, a = xp[:, :, rows, cols], adj[:, :, i, j][:, :, None, None]
+            if avg:
+                gp[:, :, rows, cols] += a / (k[0] * k[1])
+                continue
+            with np.errstate(invalid="ignore"):
+                m = win == win.max(axis=(2, 3), keepdims=True)
+            gp[:, :, rows, cols] += np.where(m, a / np.maximum(m.sum(axis=(2, 3), keepdims=True), 1), 0)
+    return gp[:, :, pt:pt + H, pl:pl + W]
+
+
+def lit_special(x, dtype="f32"):
+    """lit() for arrays that may hold NaN and -inf (which literals cannot)."""
+    body = lit(np.where(np.isfinite(x), x, 0), dtype)
+    if np.isnan(x).any():
+        body = "where(%s, 0 / 0, %s)" % (lit(np.isnan(x)), body)
+    if np.isneginf(x).any():
+        body = "where(%s, -1 / 0, %s)" % (lit(np.isneginf(x)), body)
+    return body
+
+
+def pool_opts(k, stride, pad):
+    o = "" if stride is None else ", stride=%s" % (list(stride) if isinstance(stride, tuple) else stride)
+    if pad != 0:
+        o += ", pad=%s" % (list(pad) if isinstance(pad, tuple) else pad)
+    return "%s%s" % (list(k) if isinstance(k, tuple) else k, o)
+
+
+POOL_CASES = [  # x shape, k, stride, pad
+    ((2, 3, 7, 7), 2, None, 0),         # odd size: the last row and column are in no window
+    ((1, 1, 6, 6), 2, None, 0),         # batch 1, one channel
+    ((2, 3, 6, 6), 3, None, 0),
+    ((2, 2, 6, 6), 2, None, 1),         # disjoint windows over padding
+    ((2, 2, 7, 7), 2, 3, 0),            # stride > window: rows that no window reads
+    ((2, 2, 8, 8), 3, 4, 1),
+    ((2, 2, 7, 5), (2, 3), (2, 3), (1, 1)),
+    ((1, 3, 5, 5), 2, 1, 0),            # overlapping windows
+    ((2, 2, 7, 7), 3, 2, 1),            # overlapping, over padding
+]
+
+
+def tie_data(rng, shape):
+    """Few distinct values, so windows hold ties, and a constant region."""
+    x = f32(rng.integers(-2, 3, shape) * 0.5)
+    x[:, :, :3, :3] = 0.5
+    return x
+
+
+def special_data(rng, shape):
+    """tie_data with -inf (a whole corner: windows of nothing but -inf, with
+    the padding) and NaN."""
+    x = tie_data(rng, shape)
+    x[0, 0, :3, :3] = -np.inf
+    x[-1, -1, 1, 2] = np.nan
+    x[0, -1, -1, -1] = -np.inf
+    return x
+
+
+def pool_checks(S, rng, tag, shape, k, st, pad, x, dtypes, threads):
+    """Forward and gradient of max and average pooling of x, against the
+    references, the gradient for a random upstream adj (F = sum(pool(x) * adj))."""
+    opts = pool_opts(k, st, pad)
+    for avg in (False, True):
+        op = "avgpool2d" if avg else "maxpool2d"
+        want = pool_ref(x, k, st, pad, avg)
+        adj = f32(rng.standard_normal(want.shape))
+        gwant = pool_grad_ref(x, adj, k, st, pad, avg)
+        for dt in dtypes:
+            name = "%s %s %s k=%s s=%s p=%s %s threads=%s" % (op, tag, "x".join(map(str, shape)), k, st, pad, dt, threads)
+            xn, fn = S.fresh("X"), S.fresh("F")
+            setup = ["%s = %s" % (xn, lit_special(x, dt)),
+                     "%s(a) = sum(%s(a, %s) * %s)" % (fn, op, opts, lit(adj, dt))]
+            S.add(name, setup, *in_pieces("%s(%s, %s)" % (op, xn, opts), want), threads=threads)
+            S.add("grad " + name, setup, *in_pieces("grad(%s)(%s)" % (fn, xn), gwant), threads=threads)
+
+
+def in_pieces(expr, want):
+    """The expressions that print expr's value, one [H, W] image at a time
+    (print summarizes over 1000 elements), and a verifier of all of them."""
+    n, c = want.shape[:2]
+    exprs = ["(%s)[%d, %d]" % (expr, i, j) for i in range(n) for j in range(c)] if want.size > 1000 else [expr]
+    check = expect_close(want, rtol=1e-5, atol=1e-6)
+    return exprs, lambda vals: check([np.reshape(vals, want.shape)])
+
+
+def pooling(S, rng):
+    """Pooling forward and backward against the definitions, exactly where
+    finite differences cannot look: at ties, -inf and NaN."""
+    for shape, k, st, pad in POOL_CASES:
+        pool_checks(S, rng, "ties", shape, k, st, pad, tie_data(rng, shape), ("f32", "f64"), 1)
+        pool_checks(S, rng, "inf/nan", shape, k, st, pad, special_data(rng, shape), ("f32",), 1)
+    # big enough that kernels split their rows over two threads
+    for shape, k, st, pad in (((3, 8, 28, 28), 2, None, 0), ((3, 8, 27, 27), 3, 2, 1)):
+        x = special_data(rng, shape)
+        for threads in (1, 2):
+            pool_checks(S, rng, "inf/nan", shape, k, st, pad, x, ("f32",), threads)
+
+
 def opt_str(stride, pad, dil, lowering=None):
     parts = ['lowering="%s"' % lowering] if lowering else []
     if stride != 1:
@@ -209,6 +320,14 @@ def gradients(S, rng):
     T.core("grad of grad through conv2d",
            ["%s(a) = sum(conv2d(a, %s, pad=1) ^ 2)" % (gn, wl),
             "%s(a) = sum(grad(%s)(a) * sin(a))" % (fn, gn)], fn, [(x, "f64")])
+    # second order through pooling: avgpool's backward is col2im, whose is im2col
+    for op, k, st, pad in (("avgpool2d", 2, None, 0), ("avgpool2d", 3, 2, 1), ("avgpool2d", 2, 1, 0),
+                           ("maxpool2d", 2, None, 0), ("maxpool2d", 3, 2, 1)):
+        x = f32(rng.standard_normal((2, 2, 6, 5)))
+        fn, gn = S.fresh("F"), S.fresh("G")
+        T.core("grad of grad through %s k=%d s=%s p=%d" % (op, k, st, pad),
+               ["%s(a) = sum(%s(a * a, %s) ^ 2)" % (gn, op, pool_opts(k, st, pad)),
+                "%s(a) = sum(grad(%s)(a) * sin(a))" % (fn, gn)], fn, [(x, "f64")])
     fn = S.fresh("F")
     T.core("grad through conv, pool and dense",
            ["%s(a) = sum(tanh(flatten(maxpool2d(relu(conv2d(a, %s, pad=\"same\")), 2)) @ %s))"
@@ -219,6 +338,7 @@ def gradients(S, rng):
 def build(S, rng):
     forward(S, rng)
     gradients(S, rng)
+    pooling(S, rng)
 
 
 if __name__ == "__main__":

@@ -865,6 +865,40 @@ static void run_lower_case(const char *name, Build build, int gemm, const char *
   ir_ctx_free(c);
 }
 
+// Max pooling's gradient, optimized and scheduled as the pipeline does: the
+// forward max, the tie count, the upstream gradient over it, and one kernel
+// that routes it to the maxima and (col2im over disjoint windows) back to the
+// pixels. No tie mask is stored, no window-sized gradient either.
+static void run_pool_grad_case(const char *dir, int update) {
+  const char *name = "lower_maxpool_grad";
+  IrCtx *c = ir_ctx_new();
+  Node *x = input(c, "x", DT_F32, "B,3,7,7"), *dy = input(c, "dy", DT_F32, "B,3,3,3"), *gx = NULL;
+  int64_t win[9] = {2, 2, 2, 2, 0, 0, 1, 1, 1}, pad_end[2] = {0, 0};
+  int perm[6] = {0, 3, 1, 2, 4, 5};
+  Node *y = ir_reduce(c, OP_RMAX, ir_transpose(c, ir_im2col(c, x, win, pad_end), perm), 3u << 4, 0);
+  check(pass_grad(c, y, dy, &x, 1, &gx) == 0 && gx, "%s: builds", name);
+  IrGraph *g = g1(c, gx);
+  const char *passes[] = {"fold", "simplify", "stability", "dce"};
+  for (int i = 0; i < 4; i++) g = run_pass(c, passes[i], g);
+  char *text = NULL, *gt = graph_text(c, g);
+  size_t tn = 0;
+  FILE *t = open_memstream(&text, &tn);
+  fprintf(t, "# %s: fold,simplify,stability,dce,fuse,lower\n%s# after lower\n", name, gt);
+  Schedule *s = pass_fuse(c, g);
+  LowerOpts o = {.gemm = 1};
+  pass_lower(s, &o);
+  sched_print(t, s);
+  fclose(t);
+  int masks = 0;
+  for (int b = 0; b < s->nbufs; b++) masks += s->bufs[b].kind == BUF_TEMP && s->bufs[b].node->dtype == DT_BOOL;
+  check(s->nk == 4 && !masks, "%s: 4 kernels (got %d), no stored mask (got %d)", name, s->nk, masks);
+  compare_golden(name, dir, text, update);
+  sched_free(s);
+  free(gt);
+  free(text);
+  ir_ctx_free(c);
+}
+
 // ---- folding, bit for bit ---------------------------------------------------------------
 // The values an op is folded on: signs, zeros, fractions, NaN and infinities.
 static volatile double fold_a[10] = {-2.5, -1, -0.5, 0, 0.25, 1, 1.5, 3, NAN, INFINITY};
@@ -1285,6 +1319,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], argv[1], update);
   run_lower_case("lower_matmul", lower_matmuls, 1, argv[1], update);
   run_lower_case("lower_matmul_noblis", lower_small, 0, argv[1], update);
+  run_pool_grad_case(argv[1], update);
   test_fold_float_ops();
   test_fold_int_ops();
   test_fold_casts();
