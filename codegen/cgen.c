@@ -166,6 +166,31 @@ static int count_exact(Node *n) {
 // once per row), its trailing kept axes nested loops (inner_split's choice,
 // so no division per output); per output, loops over the reduced axes with
 // the operand's fused expression inside.
+#define SUM_LANES 8
+
+// One element into the accumulator: argmax/argmin keep the position, the others
+// apply the op's C template ($0 the accumulator, $1 the value).
+static void reduce_step(Gen *g, Node *n, DType acc, const char *v) {
+  DType vt = n->src[0]->dtype;
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
+    const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
+    // The first NaN wins, as in NumPy (and as max propagates NaN).
+    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
+    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
+    cg_line(g, "pos++;");
+    return;
+  }
+  const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
+  char expr[256]; size_t e = 0;
+  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
+    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "acc"); p++; }
+    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
+    else expr[e++] = *p;
+  }
+  expr[e] = 0;
+  cg_line(g, "acc = %s;", expr);
+}
+
 static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   Node *n = K->node, *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
@@ -198,35 +223,56 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   acc_init(init, sizeof init, n, acc);
   cg_line(g, "%s acc = %s;", cg_ctype(acc), init);
   if (arg) cg_line(g, "int64_t best = 0, pos = 0;");
-  Dim red[IR_MAXDIM]; int nred = 0;
+  Dim red[IR_MAXDIM]; int nred = 0, last = -1;
+  for (int i = 0; i < s->ndim; i++)
+    if (axes & (1u << i)) red[nred++] = s->shape[i], last = i;
+  // A sum whose innermost loop is long runs it in SUM_LANES interleaved partial
+  // sums (lane u takes elements u, u+LANES, ...), added pairwise at the end: the
+  // loop then vectorizes (one chain of dependent adds limits a plain loop to
+  // one element per add latency), and the order is the same on every CPU and
+  // thread count. Short loops (a 2x2 window) keep one accumulator.
+  int lanes = n->op == OP_SUM && (s->shape[last].sym || s->shape[last].k >= 2 * SUM_LANES);
+  if (lanes) cg_line(g, "%s lane[%d] = {0};", cg_ctype(acc), SUM_LANES);
   for (int i = 0; i < s->ndim; i++) {
     if (!(axes & (1u << i))) continue;
-    red[nred++] = s->shape[i];
-    cg_dim(d, sizeof d, s->shape[i]);
     snprintf(ix->idx[i], sizeof ix->idx[i], "r%d", i);
+    if (i == last) break;
+    cg_dim(d, sizeof d, s->shape[i]);
     cg_line(g, "for (int64_t r%d = 0; r%d < %s; r%d++) {", i, i, d, i);
     g->ind++;
   }
   ix->has_idx = 1;
-  const char *v = cg_value(g, s, ix);
-  if (arg) {
-    const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
-    // The first NaN wins, as in NumPy (and as max propagates NaN).
-    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
-    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
-    cg_line(g, "pos++;");
+  cg_dim(d, sizeof d, s->shape[last]);
+  int mark = g->nmemo;
+  char lin0[sizeof ix->lin];   // the innermost loop's index derivations stay in its scope
+  memcpy(lin0, ix->lin, sizeof lin0);
+  if (lanes) {
+    cg_line(g, "int64_t r%d_ = 0;", last);
+    cg_line(g, "for (; r%d_ + %d <= %s; r%d_ += %d)", last, SUM_LANES, d, last, SUM_LANES);
+    cg_line(g, "  for (int64_t u = 0; u < %d; u++) {", SUM_LANES);
+    g->ind += 2;
+    cg_line(g, "int64_t r%d = r%d_ + u;", last, last);
+    cg_line(g, "lane[u] += (%s)%s;", cg_ctype(acc), cg_value(g, s, ix));
+    g->ind -= 2;
+    cg_line(g, "  }");
+    g->nmemo = mark;   // the tail loop computes its values afresh
+    memcpy(ix->lin, lin0, sizeof lin0);
+    cg_line(g, "for (int64_t r%d = r%d_; r%d < %s; r%d++) {", last, last, last, d, last);
   } else {
-    const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
-    char expr[256]; size_t e = 0;
-    for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
-      if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "acc"); p++; }
-      else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
-      else expr[e++] = *p;
-    }
-    expr[e] = 0;
-    cg_line(g, "acc = %s;", expr);
+    cg_line(g, "for (int64_t r%d = 0; r%d < %s; r%d++) {", last, last, d, last);
   }
-  for (int i = 0; i < nred; i++) { g->ind--; cg_line(g, "}"); }
+  g->ind++;
+  reduce_step(g, n, acc, cg_value(g, s, ix));
+  g->ind--;
+  cg_line(g, "}");
+  g->nmemo = mark;
+  memcpy(ix->lin, lin0, sizeof lin0);
+  for (int i = 0; i < nred - 1; i++) { g->ind--; cg_line(g, "}"); }
+  if (lanes) {   // the lanes, pairwise, after the tails
+    for (int w = SUM_LANES / 2; w >= 1; w /= 2)
+      cg_line(g, "for (int u = 0; u < %d; u++) lane[u] += lane[u + %d];", w, w);
+    cg_line(g, "acc += lane[0];");
+  }
   cg_line(g, "b%d[%s++] = (%s)%s;", K->out, q, cg_ctype(n->dtype), arg ? "best" : "acc");
   while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
   end_kernel(g);
