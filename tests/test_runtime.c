@@ -433,6 +433,35 @@ static GemmCase layout_case(int64_t m, int64_t n, int64_t k, int la, int lb, int
     return g;
 }
 
+// rt_gemm from inside a parallel region: each chunk's call runs inline and must
+// not share the context's packing buffers with the others.
+typedef struct {
+    KRt *rt;
+    int ok[4];
+} NestedGemm;
+
+static void nested_gemm(void *ctx, int64_t lo, int64_t hi) {
+    NestedGemm *ng = ctx;
+    enum { M = 40, N = 40, K = 300 };
+    for (int64_t i = lo; i < hi; i++) {
+        GemmCase g = layout_case(30 + i, 40 + i, K, L_ROW, L_TRANS, L_ROW, 0);
+        ng->ok[i] = gemm_case(ng->rt, 0, &g);
+        // Then many calls, so that they overlap with the other chunks': each must
+        // give the first one's bits.
+        float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+        float *c0 = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+        uint64_t seed = (uint64_t)i + 1;
+        for (int j = 0; j < M * K; j++) a[j] = (float)gemm_rand(&seed);
+        for (int j = 0; j < K * N; j++) b[j] = (float)gemm_rand(&seed);
+        rt_gemm_f32(ng->rt, 1, M, N, K, a, 0, K, 1, b, 0, 1, K, c0, 0, N, 1, 0);
+        for (int r = 0; r < 300 && ng->ok[i]; r++) {
+            rt_gemm_f32(ng->rt, 1, M, N, K, a, 0, K, 1, b, 0, 1, K, c, 0, N, 1, 0);
+            ng->ok[i] = !memcmp(c, c0, sizeof(float) * M * N);
+        }
+        free(a), free(b), free(c0), free(c);
+    }
+}
+
 // The packed GEMM with each micro-kernel this CPU has (forced through
 // KILN_GEMM), on 1, 3 and 4 threads: every edge of the micro-tile and of the
 // KC, MC and NC blocks, every operand layout, batches with and without a shared
@@ -526,6 +555,10 @@ static void test_gemm_kernels(void) {
     }
     if (keep) setenv("KILN_GEMM", keep, 1); else unsetenv("KILN_GEMM");
     free(keep);
+    NestedGemm ng = {rt_new(4), {0}};
+    rt_parallel_for(ng.rt, nested_gemm, &ng, 4, 1);
+    check(ng.ok[0] && ng.ok[1] && ng.ok[2] && ng.ok[3], "gemm inside a parallel region, 4 threads at once");
+    rt_free_ctx(ng.rt);
 }
 
 //
