@@ -1,7 +1,7 @@
 // Lowering choice: picks how each kernel that has several implementations is
 // lowered, and records why. Needs: a fused schedule. Keeps: everything else.
 // A float matrix product large enough that a library call pays goes to the
-// runtime's rt_gemm_* (BLIS, MM_GEMM); smaller ones, and all of them when
+// runtime's rt_gemm_* (its packed GEMM or BLIS, MM_GEMM); smaller ones, and all of them when
 // the runtime has no BLIS, are generated loops (MM_LOOPS). A product whose
 // size is symbolic and may fall either side gets both, chosen per run
 // (MM_BY_SIZE). Operands are read through their views' strides either way:
@@ -10,24 +10,26 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-// When BLIS pays, measured with kiln_run on this project's machine (Xeon,
-// AVX-512, one thread; f32 microseconds, loops / gemm; NT is a @ transpose(b)):
+// When the runtime's GEMM pays (gemm.c's packed f32 path), measured with
+// kiln_run on this project's machine (Xeon, AVX-512, one thread, a busy
+// machine; f32 microseconds, loops / gemm, best of 7 alternating; NT is
+// a @ transpose(b)):
 //   m*n*k    shape          loops    gemm
-//    1728    12x12x12        0.35    0.66
-//    4096    16x16x16        0.70    0.67    (NT 0.74 / 0.85, f64 0.70 / 0.79)
-//    8000    20x20x20        1.54    0.83    (f64 1.54 / 0.96)
-//    8192    16x32x16        1.63    0.80    (128x8x8 NT 1.35 / 1.63)
-//   32768    32x32x32        6.21    1.20
-//    2^21    128x128x128      128      41    (NT 602 / 49)
-//    2^27    512x512x512     9634    2570    (NT 123624 / 2537)
-// Loops win below about 4096 multiply-adds, where a BLIS call's fixed cost
-// (about 0.6 us) is most of the work; from 8192 on BLIS wins by 1.2-2x and
-// then 3x and more (50x when b is transposed: the loops then read b across
-// rows). One exception: an inner dimension under 8 with b transposed, where
-// BLIS is 2x slower at every size (256x256x4 NT: 36 / 72 us; NN 11 / 6.9),
-// so that stays loops.
-#define GEMM_MIN_WORK 8192
-#define GEMM_MIN_K 8
+//     512    8x8x8           0.15    0.28
+//    1728    12x12x12        0.39    0.37
+//    2048    128x4x4         0.48    0.89
+//    4096    16x16x16        0.77    0.62    (NT 0.80 / 0.62)
+//    8000    20x20x20        1.66    0.89
+//    8192    16x32x16        1.76    0.49    (128x8x8 NT 1.50 / 1.37)
+//   32768    32x32x32        6.64    0.99
+//    2^18    256x256x4       18.9    15.0    (NT 41.9 / 15.3)
+//    2^21    128x128x128      311      44    (NT)
+// Loops win below about 2048 multiply-adds, where the call's fixed cost
+// (about 0.3 us) is most of the work; they tie around 1728 and from 4096 on
+// the GEMM wins by 1.25x, then 2-7x. (With BLIS the crossover was 8192, and
+// an inner dimension under 8 with b transposed stayed loops, BLIS being 2x
+// slower there; the packed GEMM folds the transpose into packing and wins.)
+#define GEMM_MIN_WORK 4096
 
 // The size as text ("B*128*10") and its constant part (symbols count as 1).
 static double work_text(const IrCtx *c, const Node *mm, char *buf, size_t len, int *symbolic) {
@@ -48,17 +50,8 @@ static double work_text(const IrCtx *c, const Node *mm, char *buf, size_t len, i
   return work;
 }
 
-// b's rows are not contiguous: it is a transpose that moves the last axis
-// (a.i holds the permutation), under any broadcast over the batch.
-static int rhs_transposed(const Node *mm) {
-  const Node *b = mm->src[1];
-  while (b->op == OP_BROADCAST) b = b->src[0];
-  return b->op == OP_TRANSPOSE && b->a.i[b->ndim - 1] != b->ndim - 1;
-}
-
 static void lower_matmul(const IrCtx *c, Kernel *K, const LowerOpts *o) {
   Node *n = K->node;
-  Dim kd = n->src[0]->shape[n->ndim - 1];
   char w[80];
   int symbolic;
   double work = work_text(c, n, w, sizeof w, &symbolic);
@@ -69,8 +62,6 @@ static void lower_matmul(const IrCtx *c, Kernel *K, const LowerOpts *o) {
     snprintf(K->why, sizeof K->why, "loops: %s has no BLIS product", ir_dtype_name(n->dtype));
   else if ((!symbolic || work == 0) && work < GEMM_MIN_WORK)
     snprintf(K->why, sizeof K->why, "loops: m*n*k = %s = %.0f < %d", w, work, GEMM_MIN_WORK);
-  else if (!kd.sym && kd.k < GEMM_MIN_K && rhs_transposed(n))
-    snprintf(K->why, sizeof K->why, "loops: inner dimension %" PRId64 " < %d, b transposed", kd.k, GEMM_MIN_K);
   else if (work >= GEMM_MIN_WORK) {
     K->strategy = MM_GEMM;
     if (symbolic) snprintf(K->why, sizeof K->why, "gemm: m*n*k = %s >= %d at any size%s", w, GEMM_MIN_WORK, fold);

@@ -1,14 +1,45 @@
-// gemm.c: strided, batched matrix products for compiled graphs, through BLIS
-// when Kiln is built with it and through plain C loops when it is not.
+// gemm.c: strided, batched matrix products for compiled graphs. f32 runs on
+// Kiln's own packed GEMM (below, micro-kernels in gemm_kern.c); f64, which is
+// for gradient checks rather than speed, runs through BLIS when Kiln is built
+// with it and through plain C loops when it is not.
+//
+// Why not BLIS for f32. Debian's BLIS 0.9 cannot tell the FMA unit count of a
+// CPU whose brand string is the generic "Intel(R) Xeon(R) Processor" (KVM
+// guests), so on this AVX-512 machine it picks its haswell (AVX2) kernels:
+// 55-75 GFLOP/s at one thread, where an FMA loop peaks at ~154 with zmm. Its
+// override (BLIS_ARCH_TYPE) aborts in 0.9.0 and the skx context is not
+// exported. The packed GEMM here reaches 110-140 GFLOP/s at one thread for
+// square n = 256-2048, 1.2-1.6x BLIS in the same run, and 1.1-2.5x on most
+// products of the CNN and MLP training steps (benchmarks/train_speed/csrc/
+// gemm_kernels.c times them; BLIS stays ahead on 25x32x100352). KILN_GEMM=kiln|blis|loops,
+// read when the runtime context is created, picks the path for f32; the
+// default is kiln on CPUs with AVX2+FMA, else BLIS when built with it, else
+// the loops. kiln-avx512, kiln-avx2 and kiln-c force one micro-kernel.
+//
+// The algorithm is Goto's, as in BLIS: loops jc (NC columns of C) -> pc (KC of
+// k, B's KC x NC block packed once) -> ic (MC rows, A's MC x KC block packed)
+// -> ir (MR) -> jr (NR), the micro-kernel. Packing reads A and B through their
+// strides, so transposes and broadcasts cost nothing extra, and zero-pads the
+// edge panels so the kernel never branches. The two inner loops run the
+// other way round from BLIS's (jr outside ir): an A micro-panel (MR x KC)
+// stays in L1 while the B block (KC x NC, half of L2) streams past it, and C
+// is written along its rows instead of down 32-column strips, one page per
+// row: 1.3-1.6x faster at k = 64 (25088x800x64, where writing C is most of
+// the work), and no slower on the square sizes. A row-major A is read in
+// place instead of packed (see NARROW_B_PANELS). A column-major C is computed as C^T = B^T A^T so the
+// kernel always writes rows; any other C (and every edge tile) goes through a
+// small buffer. beta == 0 never reads C.
 //
 // Threading. Kiln's pool is the only set of threads: a product is cut into
 // tiles (batch items times a grid of row and column blocks, the same number
-// for every pool thread), the tiles run under rt_parallel_for, and each tile
-// is one single-threaded BLIS call (a rntm_t asking for one thread, so that
-// neither BLIS_NUM_THREADS nor OMP_NUM_THREADS can start threads of its own).
-// So the threads doing a GEMM are exactly the pool's, --threads and
-// rt_set_threads set their number, and nothing oversubscribes. The
-// alternatives lose:
+// for every pool thread), and each pool thread runs its share of the tiles,
+// each tile a whole single-threaded GEMM with that thread's packing buffers
+// (one block per context, no malloc per call once it has grown). So the
+// threads doing a GEMM are exactly the pool's, --threads and rt_set_threads
+// set their number, and nothing oversubscribes. The BLIS path does the same
+// with one single-threaded BLIS call per tile (a rntm_t asking for one thread,
+// so that neither BLIS_NUM_THREADS nor OMP_NUM_THREADS can start threads of
+// its own). The alternatives lose:
 //   * openmp (Debian's default variant) with BLIS threads: after each GEMM,
 //     libgomp's team spins (GOMP_SPINCOUNT) while the pool runs the next
 //     kernels, and the pool's workers spin while BLIS runs: two sets of busy
@@ -19,14 +50,19 @@
 //     every call, about 15 us per thread (232 us for 15 here), more than a
 //     whole mid-sized GEMM takes on 16 cores; the pool's threads are already
 //     running and cost well under a microsecond to hand a tile to.
-// Since every call asks for one thread, any of Debian's three variants
+// Since every BLIS call asks for one thread, any of Debian's three variants
 // (whichever the libblis.so.4 alternative points to) behaves the same, and
 // Kiln links plain -lblis: no variant-specific path or rpath to keep right.
-// The cost is BLIS's shared packing across threads: each tile packs its own
-// panels, which the 2-D tile grid keeps to a small fraction of the work.
+// The cost is shared packing across threads: each tile packs its own panels,
+// which the 2-D tile grid keeps to a small fraction of the work.
+#include "private.h"
 #include "rt.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #ifdef KILN_HAVE_BLIS
 #include <blis.h>
 #endif
@@ -42,6 +78,13 @@ int rt_have_blis(void) {
 // A tile smaller than this many multiply-adds is not worth another thread.
 #define TILE_MIN_WORK (1 << 16)
 
+// The epilogue hook: called once per finished block of C (rows [i0, i1), columns
+// [j0, j1) of the product whose C starts at c, in the caller's orientation) after
+// its last KC panel, while the block is still in cache. Not used by codegen yet: it
+// is where a fused bias or activation will go.
+typedef void (*GemmEpilogue)(void *ctx, float *c, int64_t c_rs, int64_t c_cs, int64_t i0, int64_t i1, int64_t j0,
+                             int64_t j1);
+
 // One call: batch products of m x k by k x n, strides in elements.
 typedef struct {
     int f64;
@@ -53,6 +96,15 @@ typedef struct {
     double beta;
     int64_t tm, tn;   // tiles per product: tm row blocks times tn column blocks
     int64_t mb, nb;   // rows and columns per tile (the last ones may be shorter)
+    // The packed path (f32, kind kiln*):
+    const GemmKern *kern;
+    int64_t mc, kc, nc;   // block sizes, multiples of the kernel's mr, -, nr
+    float *ws;   // packing buffers, slot_floats per thread slot
+    int64_t a_pack, slot_floats, nslots, nbatch;   // floats per slot, A's first
+    int transposed;   // computing C^T = B^T A^T (C was column-major)
+    int direct_a;   // A is row-major: its whole micro-panels are read in place
+    GemmEpilogue epi;
+    void *epi_ctx;
 } Gemm;
 
 // c = beta*c + a @ b over one tile, as plain loops: blocked over k and the
@@ -117,6 +169,280 @@ static void tile(const Gemm *g, int64_t p, int64_t i0, int64_t mt, int64_t j0, i
     else
         loops_f32(mt, nt, g->k, (const float *)g->a + ao, g->a_rs, g->a_cs, (const float *)g->b + bo, g->b_rs,
                   g->b_cs, (float *)g->c + co, g->c_rs, g->c_cs, (float)g->beta);
+}
+
+//
+// The packed path (f32)
+//
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// n contiguous floats, n one of the micro-tile sizes: a fixed-size memcpy is a
+// few vector moves, where a call per row of a panel would cost more than the copy.
+static inline __attribute__((always_inline)) void copy_row(float *d, const float *s, int n) {
+    switch (n) {
+    case 32: memcpy(d, s, 32 * sizeof(float)); break;
+    case 16: memcpy(d, s, 16 * sizeof(float)); break;
+    case 14: memcpy(d, s, 14 * sizeof(float)); break;
+    case 6: memcpy(d, s, 6 * sizeof(float)); break;
+    case 4: memcpy(d, s, 4 * sizeof(float)); break;
+    default: memcpy(d, s, n * sizeof(float)); break;
+    }
+}
+
+// pack_a for a transposed A (a(i, p) at a[p*cs + i]): a panel's row is mr
+// contiguous floats, but a panel spans kb rows of the storage, each in another
+// page when m is large. So it goes 8 rows of the storage at a time, across all
+// panels, while those rows are in L1 (panel by panel measured 1.3x slower at
+// 800x64x25088).
+static void pack_a_trans(int mr, int64_t mb, int64_t kb, const float *a, int64_t cs, float *dst) {
+    int64_t full = mb / mr * mr;
+    for (int64_t p0 = 0; p0 < kb; p0 += 8)
+        for (int64_t ir = 0; ir < full; ir += mr)
+            for (int64_t p = p0; p < p0 + 8 && p < kb; p++) copy_row(dst + ir * kb + p * mr, a + p * cs + ir, mr);
+    if (full == mb) return;
+    float *d = dst + full * kb;
+    memset(d, 0, sizeof(float) * mr * kb);
+    for (int64_t p = 0; p < kb; p++)
+        for (int64_t i = 0; i < mb - full; i++) d[p * mr + i] = a[p * cs + full + i];
+}
+
+// Rows [0, mb) x k-range [0, kb) of A into mr-row micro-panels: panel r holds
+// a[(r*mr + i)*rs + p*cs] at dst[r*mr*kb + p*mr + i], rows past mb zero.
+// Written in order, the reads mr streams along k. (A row-major A is read in
+// place, see NARROW_B_PANELS: only its last, partial panel comes here.)
+static void pack_a(int mr, int64_t mb, int64_t kb, const float *a, int64_t rs, int64_t cs, float *dst) {
+    if (rs == 1 && cs > 0) {
+        pack_a_trans(mr, mb, kb, a, cs, dst);
+        return;
+    }
+    for (int64_t ir = 0; ir < mb; ir += mr) {
+        int64_t rows = min64(mr, mb - ir);
+        const float *s = a + ir * rs;
+        float *d = dst + ir * kb;
+        if (rows < mr)
+            memset(d, 0, sizeof(float) * mr * kb);
+        for (int64_t p = 0; p < kb; p++)
+            for (int64_t i = 0; i < rows; i++) d[p * mr + i] = s[i * rs + p * cs];
+    }
+}
+
+// k-range [0, kb) x columns [0, nb) of B into nr-column micro-panels: panel r
+// holds b[p*rs + (r*nr + j)*cs] at dst[r*nr*kb + p*nr + j], columns past nb
+// zero. Written in order (reading down the columns of a transposed B instead
+// measured 1.1-1.3x slower on 128x3136x1024).
+static void pack_b(int nr, int64_t kb, int64_t nb, const float *b, int64_t rs, int64_t cs, float *dst) {
+    for (int64_t jr = 0; jr < nb; jr += nr) {
+        int64_t cols = min64(nr, nb - jr);
+        const float *s = b + jr * cs;
+        float *d = dst + jr * kb;
+        if (cols < nr)
+            memset(d, 0, sizeof(float) * nr * kb);
+        if (cs == 1 && cols == nr)   // row-major B: a panel row is contiguous
+            for (int64_t p = 0; p < kb; p++) copy_row(d + p * nr, s + p * rs, nr);
+        else
+            for (int64_t p = 0; p < kb; p++)
+                for (int64_t j = 0; j < cols; j++) d[p * nr + j] = s[p * rs + j * cs];
+    }
+}
+
+#define MAX_MR 16   // bounds on every kernel's mr and nr (gemm_kern.c)
+#define MAX_NR 32
+
+// How a micro-kernel reads its A panel.
+typedef struct {
+    const float *a;
+    int64_t ak, ai;   // a(i, p) at a[p*ak + i*ai]: ai == 1 (fn) or ak == 1 (rows)
+} Panel;
+
+// One mv x nv block of C (at most mr x nr): straight into C when the block is
+// whole and its rows contiguous, else into a buffer and copied out.
+static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, float *c, int64_t rs, int64_t cs,
+                  int64_t mv, int64_t nv, int acc) {
+    _Alignas(64) float t[MAX_MR * MAX_NR];
+    int whole = mv == kn->mr && nv == kn->nr && cs == 1;
+    float *dst = whole ? c : t;
+    int64_t ld = whole ? rs : kn->nr;
+    if (ap.ai == 1)
+        kn->fn(kb, ap.a, ap.ak, pb, dst, ld, whole && acc);
+    else
+        kn->rows(kb, ap.a, ap.ai, pb, dst, ld, whole && acc);
+    if (whole) return;
+    for (int64_t i = 0; i < mv; i++)
+        for (int64_t j = 0; j < nv; j++) {
+            float *x = c + i * rs + j * cs;
+            *x = acc ? *x + t[i * kn->nr + j] : t[i * kn->nr + j];
+        }
+}
+
+// A row-major A is read in place, mr rows at a time, not packed: with the
+// inner loops as they are, those rows stay in L1 while they meet the whole B
+// block, so packing them only costs a copy. Measured as a ratio to BLIS in the
+// same run, packed / in place: n = 512 1.39 / 1.54x, 128x512x784 1.62 /
+// 1.76x, 784x512x128 1.62 / 1.87x, 25088x800x64 1.33 / 1.33x. A B of at most
+// this many micro-panels is narrow: each value of A then serves only 2*nb
+// flops and C is small, so KC grows to take B's whole depth (up to a quarter
+// of L2) and C is written once rather than once per KC panel (25088x64x800:
+// 1.3x faster).
+#define NARROW_B_PANELS 2
+
+// The block [ic, ic+mb) x [jc, jc+nb) of a tile for one KC panel (A at the
+// block's first row and the panel's first k, pb packed).
+static void block(const Gemm *g, float *pa, const float *pb, const float *a, float *c, int64_t mb, int64_t nb,
+                  int64_t kb, int acc) {
+    const GemmKern *kn = g->kern;
+    int64_t crs = g->c_rs, ccs = g->c_cs;
+    int64_t whole = g->direct_a ? mb / kn->mr * kn->mr : 0;   // rows read in place
+    if (mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
+    for (int64_t ir = 0; ir < mb; ir += kn->mr)
+        for (int64_t jr = 0; jr < nb; jr += kn->nr) {
+            Panel ap = {pa + (ir - whole) * kb, kn->mr, 1};
+            if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs};
+            micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, min64(kn->mr, mb - ir),
+                  min64(kn->nr, nb - jr), acc);
+        }
+}
+
+// The epilogue of a finished block of C, whose product's C starts at c.
+static void finish(const Gemm *g, float *c, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    if (!g->epi) return;
+    if (g->transposed)   // c points at C^T: give the hook the caller's view
+        g->epi(g->epi_ctx, c, g->c_cs, g->c_rs, j0, j1, i0, i1);
+    else
+        g->epi(g->epi_ctx, c, g->c_rs, g->c_cs, i0, i1, j0, j1);
+}
+
+// One tile, rows [i0, i0+mt) and columns [j0, j0+nt) of product p, with the
+// packing buffers pa (mc x kc) and pb (kc x nc).
+static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t i0, int64_t mt, int64_t j0, int64_t nt) {
+    const GemmKern *kn = g->kern;
+    const float *a = (const float *)g->a + p * g->a_batch + i0 * g->a_rs;
+    const float *b = (const float *)g->b + p * g->b_batch + j0 * g->b_cs;
+    float *c0 = (float *)g->c + p * g->c_batch, *c = c0 + i0 * g->c_rs + j0 * g->c_cs;
+    int64_t crs = g->c_rs, ccs = g->c_cs;
+    if (g->beta != 0 && g->beta != 1)   // then every panel accumulates
+        for (int64_t i = 0; i < mt; i++)
+            for (int64_t j = 0; j < nt; j++) c[i * crs + j * ccs] *= (float)g->beta;
+    if (g->k == 0) {
+        if (g->beta == 0)
+            for (int64_t i = 0; i < mt; i++)
+                for (int64_t j = 0; j < nt; j++) c[i * crs + j * ccs] = 0;
+        finish(g, c0, i0, i0 + mt, j0, j0 + nt);
+        return;
+    }
+    for (int64_t jc = 0; jc < nt; jc += g->nc) {
+        int64_t nb = min64(g->nc, nt - jc);
+        for (int64_t pc = 0; pc < g->k; pc += g->kc) {
+            int64_t kb = min64(g->kc, g->k - pc);
+            int acc = pc > 0 || g->beta != 0, last = pc + kb == g->k;
+            pack_b(kn->nr, kb, nb, b + pc * g->b_rs + jc * g->b_cs, g->b_rs, g->b_cs, pb);
+            for (int64_t ic = 0; ic < mt; ic += g->mc) {
+                int64_t mb = min64(g->mc, mt - ic);
+                block(g, pa, pb, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, acc);
+                if (last) finish(g, c0, i0 + ic, i0 + ic + mb, j0 + jc, j0 + jc + nb);
+            }
+        }
+    }
+}
+
+// Thread slots [lo, hi): slot s runs its equal share of the batch * tm * tn
+// tiles with its own packing buffers.
+static void run_slots(void *ctx, int64_t lo, int64_t hi) {
+    const Gemm *g = ctx;
+    int64_t ntiles = g->tm * g->tn, total = ntiles * g->nbatch;
+    for (int64_t s = lo; s < hi; s++) {
+        float *pa = g->ws + s * g->slot_floats, *pb = pa + g->a_pack;
+        for (int64_t it = total * s / g->nslots; it < total * (s + 1) / g->nslots; it++) {
+            int64_t p = it / ntiles, t = it % ntiles;
+            int64_t i0 = t / g->tn * g->mb, j0 = t % g->tn * g->nb;
+            packed_tile(g, pa, pb, p, i0, min64(g->mb, g->m - i0), j0, min64(g->nb, g->n - j0));
+        }
+    }
+}
+
+// Cache sizes, read once: a benign one-time detection like the kernel choice.
+static int64_t l1_bytes = 32 << 10, l2_bytes = 1 << 20;
+static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
+static void read_caches(void) {
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l1 >= (16 << 10) && l1 <= (1 << 20)) l1_bytes = l1;
+    if (l2 >= (128 << 10) && l2 <= (64 << 20)) l2_bytes = l2;
+}
+
+// KC: a B micro-panel (KC x NR) fills two thirds of L1 (the A micro-panel,
+// MR x KC, is half that size). NC: the B block (KC x NC) fills half of L2.
+// MC: the A block (MC x KC) fills half of L2 as well; with the inner loops
+// as they are it is only packing granularity. Measured as a ratio to BLIS in
+// the same run (1 thread, avx512, L1 48 KiB, L2 2 MiB, a busy machine): KC
+// 192 / 256 / 384 gave 1.38 / 1.93 / 1.63x at n = 2048 and 1.51 / 1.46 /
+// 1.47x at n = 512 (with jr outside ir, before the loops were swapped); NC
+// 1024 / 2048 / 4096 were within the noise; on 800x64x25088 KC 128 to 1024
+// and MC 112 all came within 1.0-1.25x of BLIS, the noise again.
+void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc) {
+    pthread_once(&caches_once, read_caches);
+    int64_t k = l1_bytes * 2 / 3 / (4 * kn->nr) / 16 * 16;
+    *kc = k < 64 ? 64 : k > 384 ? 384 : k;
+    int64_t m = l2_bytes / 2 / (4 * *kc) / kn->mr * kn->mr;
+    *mc = m < kn->mr ? kn->mr : m;
+    int64_t n = l2_bytes / 2 / (4 * *kc) / kn->nr * kn->nr;
+    *nc = n < kn->nr ? kn->nr : n;
+}
+
+// No bigger than the tile needs: small products pack small buffers.
+static void block_sizes(Gemm *g) {
+    const GemmKern *kn = g->kern;
+    int64_t mc, kc, nc;
+    gemm_blocks(kn, &mc, &kc, &nc);
+    g->direct_a = g->a_cs == 1;
+    int64_t deep = l2_bytes / 4 / (4 * round_up(g->nb, kn->nr));
+    if (g->direct_a && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
+    g->kc = min64(kc, g->k > 0 ? g->k : 1);
+    g->mc = min64(mc, round_up(g->mb, kn->mr));
+    // Packed A: an MC x KC block, or only the last, partial micro-panel.
+    g->a_pack = round_up((g->direct_a ? kn->mr : g->mc) * g->kc, 16);
+    g->nc = min64(nc, round_up(g->nb, kn->nr));
+}
+
+// The packed path after plan_tiles; 0 if the buffers could not be had.
+static int packed(KRt *rt, Gemm *g, int64_t batch) {
+    block_sizes(g);
+    g->nbatch = batch;
+    g->nslots = min64(rt_threads(rt), batch * g->tm * g->tn);
+    g->slot_floats = g->a_pack + round_up(g->kc * g->nc, 16);
+    size_t bytes = sizeof(float) * (size_t)(g->slot_floats * g->nslots);
+    // Inside a parallel region (or with no context) the context's buffers may be in
+    // use by another thread: this call gets its own.
+    int own = !rt || rt_in_parallel();
+    g->ws = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
+    if (!g->ws) return 0;
+    rt_parallel_for(rt, run_slots, g, g->nslots, 1);
+    if (own) rt_free(g->ws);
+    return 1;
+}
+
+// Swap the roles of A and B: C^T (n x m) = B^T (n x k) @ A^T (k x m).
+static void transpose_problem(Gemm *g) {
+    int64_t t;
+    const void *p = g->a;
+    g->a = g->b, g->b = p;
+    t = g->m, g->m = g->n, g->n = t;
+    t = g->a_batch, g->a_batch = g->b_batch, g->b_batch = t;
+    t = g->a_rs, g->a_rs = g->b_cs, g->b_cs = t;
+    t = g->a_cs, g->a_cs = g->b_rs, g->b_rs = t;
+    t = g->c_rs, g->c_rs = g->c_cs, g->c_cs = t;
+    g->transposed = 1;
+}
+
+// KILN_GEMM: kiln (or kiln-avx512, kiln-avx2, kiln-c), blis or loops; the default
+// is kiln where the CPU has AVX2 and FMA, else blis when built with it, else loops.
+int rt_gemm_kind_env(void) {
+    static const char *names[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
+    const char *e = getenv("KILN_GEMM");
+    for (int i = 0; e && i < (int)(sizeof names / sizeof *names); i++)
+        if (!strcmp(e, names[i])) return i;
+    if (gemm_kern_pick(GEMM_KILN_AVX2)) return GEMM_KILN;
+    return rt_have_blis() ? GEMM_BLIS : GEMM_LOOPS;
 }
 
 // Items [lo, hi) of batch * tm * tn tiles, product-major.
@@ -190,7 +516,14 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     unit_axes(g->m, g->k, &g->a_rs, &g->a_cs);
     unit_axes(g->k, g->n, &g->b_rs, &g->b_cs);
     unit_axes(g->m, g->n, &g->c_rs, &g->c_cs);
-    g->blis = rt_have_blis() && g->k > 0 && blis_strides_ok(g->m, g->k, g->a_rs, g->a_cs) &&
+    int kind = rt_gemm_kind(rt);
+    if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
+        Gemm t = *g;
+        if (t.c_cs != 1 && t.c_rs == 1) transpose_problem(&t);
+        plan_tiles(&t, batch, rt_threads(rt));
+        if (packed(rt, &t, batch)) return;
+    }
+    g->blis = (g->f64 || kind != GEMM_LOOPS) && rt_have_blis() && g->k > 0 && blis_strides_ok(g->m, g->k, g->a_rs, g->a_cs) &&
               blis_strides_ok(g->k, g->n, g->b_rs, g->b_cs) && blis_strides_ok(g->m, g->n, g->c_rs, g->c_cs);
     plan_tiles(g, batch, rt_threads(rt));
     rt_parallel_for(rt, run_tiles, g, batch * g->tm * g->tn, 1);

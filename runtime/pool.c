@@ -16,6 +16,7 @@
 // Spinning yields every 64 pauses: on a busy machine, or with more threads than CPUs,
 // the thread being waited for may need this CPU. A thread-local depth marks threads
 // inside a parallel region, so nested calls run inline instead of deadlocking.
+#include "private.h"
 #include "rt.h"
 
 #include <pthread.h>
@@ -57,6 +58,9 @@ struct KRt {
 
     void *ws;
     size_t ws_size;
+    void *gemm_ws;   // gemm.c's packing buffers
+    size_t gemm_ws_size;
+    int gemm_kind;   // KILN_GEMM, read once in rt_new
 };
 
 // Nesting depth of parallel regions on this thread; per thread, so not shared state.
@@ -221,6 +225,7 @@ KRt *rt_new(int nthreads) {
     pthread_mutex_init(&rt->call_mu, NULL);
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->done_cv, NULL);
+    rt->gemm_kind = rt_gemm_kind_env();
     start_workers(rt, nthreads);
     return rt;
 }
@@ -233,6 +238,7 @@ void rt_free_ctx(KRt *rt) {
     pthread_mutex_destroy(&rt->mu);
     pthread_cond_destroy(&rt->done_cv);
     rt_free(rt->ws);
+    rt_free(rt->gemm_ws);
     rt_free(rt);
 }
 
@@ -285,3 +291,16 @@ void *rt_workspace(KRt *rt, size_t bytes) {
     rt->ws_size = rt->ws ? bytes : 0;
     return rt->ws;
 }
+
+void *rt_gemm_workspace(KRt *rt, size_t bytes) {
+    if (rt->gemm_ws && bytes <= rt->gemm_ws_size)
+        return rt->gemm_ws;
+    rt_free(rt->gemm_ws);
+    rt->gemm_ws = rt_alloc(bytes);
+    rt->gemm_ws_size = rt->gemm_ws ? bytes : 0;
+    return rt->gemm_ws;
+}
+
+int rt_gemm_kind(const KRt *rt) { return rt ? rt->gemm_kind : rt_gemm_kind_env(); }
+
+int rt_in_parallel(void) { return tls_depth > 0; }

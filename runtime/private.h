@@ -3,6 +3,9 @@
 #define KILN_RT_PRIVATE_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "rt.h"
 
 //
 // file.c: error messages about files, and files written atomically
@@ -67,5 +70,38 @@ int rt_plot_png(const char *png_path, const char *title, const PlotPanel *panels
 #include "data.h"
 int rt_data_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void rt_data_add_col(RtDataset *ds, const char *name, RtTensor t);
+
+//
+// gemm.c, gemm_kern.c, pool.c: the f32 GEMM's kernels and per-context state
+//
+
+// How rt_gemm_f32 computes, from KILN_GEMM when the context is created (gemm.c
+// explains the default). The kiln-* kinds force one micro-kernel (for tests).
+enum { GEMM_KILN, GEMM_KILN_AVX512, GEMM_KILN_AVX2, GEMM_KILN_C, GEMM_BLIS, GEMM_LOOPS };
+int rt_gemm_kind_env(void);   // parses KILN_GEMM (unset, empty or unknown: the default)
+int rt_gemm_kind(const KRt *rt);   // what rt_new read; rt_gemm_kind_env() for a NULL rt
+
+// A micro-kernel: C[0:mr, 0:nr] (row stride ldc) = (acc ? C : 0) + A_panel @ B_panel,
+// where the packed B panel holds b[p*nr + j] for p < k, 64-byte aligned, and fn reads
+// A as a[p*ak + i] (a packed panel: ak = mr; or a column-major A in place).
+typedef struct {
+    const char *name;
+    int mr, nr;
+    void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
+    // The same with mr whole rows of a row-major A read in place, a[i*lda + p].
+    void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc);
+} GemmKern;
+// The kernel for a kiln kind on this CPU; NULL if the CPU lacks it.
+const GemmKern *gemm_kern_pick(int kind);
+// The block sizes gemm.c uses with kn (rows of A, depth, columns of B per block),
+// from this machine's cache sizes.
+void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc);
+
+// The packing buffers of rt's GEMMs, one block for all pool threads: grows, never
+// shrinks, freed by rt_free_ctx. Only for the thread that owns rt (not from inside a
+// parallel region, see rt_in_parallel). NULL when out of memory.
+void *rt_gemm_workspace(KRt *rt, size_t bytes);
+// 1 on a thread inside rt_parallel_for (a pool worker or the caller running a chunk).
+int rt_in_parallel(void);
 
 #endif

@@ -93,8 +93,10 @@ void *rt_workspace(KRt *rt, size_t bytes);
 // beta == 0 never reads C (it may hold NaN). C must not overlap A or B. A mini-batch
 // against a broadcast operand whose rows (columns) follow on from one product to the next
 // is computed as one product of batch*m rows (batch*n columns). The work runs on rt's pool,
-// each tile a single-threaded BLIS call when Kiln is built with BLIS and the strides are
-// ones BLIS accepts (positive, not overlapping), else plain C loops; rt may be NULL.
+// in tiles, each a single-threaded GEMM: for f32 Kiln's packed GEMM (any strides; the
+// environment variable KILN_GEMM=kiln|blis|loops, read by rt_new, picks another path),
+// for f64 a BLIS call when Kiln is built with BLIS and the strides are ones BLIS accepts
+// (positive, not overlapping), else plain C loops; rt may be NULL.
 void rt_gemm_f32(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
                  const float *a, int64_t a_batch, int64_t a_rs, int64_t a_cs,
                  const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,

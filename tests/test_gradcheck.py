@@ -309,7 +309,7 @@ def matmuls(T, rng):
         # (each check compiles 2N matmuls: the larger broadcast cases check one side)
         for k in {"1x2x3 @ 2x3x2": (0,), "2x1x1x3 @ 2x3x2": (1,), "1x1 @ 1x1": (1,)}.get(tag, (0, 1)):
             T.op("matmul %s wrt %s" % (tag, "ab"[k]), "a @ b", np.matmul, [(a, "f64"), (b, "f64")], argnum=k)
-    # Past lower.c's GEMM threshold (m*n*k >= 8192): the products and their
+    # Past lower.c's GEMM threshold (m*n*k >= 4096): the products and their
     # gradients (transposed operands, a broadcast weight) go through rt_gemm.
     for sa, sb in (((24, 20), (20, 30)), ((4, 12, 20), (20, 40)), ((2, 3, 12, 20), (3, 20, 16)),
                    ((2, 3, 12, 20), (20, 16))):

@@ -715,7 +715,7 @@ def large(S, rng):
             bk, bv = gen(sb, "cos", "0.11", dt)
             chk("large matmul %s %s" % (dt, tag), "%s @ %s" % (ak, bk), np.matmul(av, bv), dt,
                 tol=1e-5 if dt == "f32" else 1e-9)
-    # Past lower.c's GEMM threshold (m*n*k >= 8192): rt_gemm, BLIS in a BLIS build.
+    # Past lower.c's GEMM threshold (m*n*k >= 4096): rt_gemm (its packed GEMM for f32).
     # (sa, sb, ta, tb): a's and b's stored shapes; ta/tb: transpose the last two axes.
     for sa, sb, ta, tb in (((96, 80), (80, 72), 0, 0),             # 2-D
                            ((4, 30, 40), (4, 40, 50), 0, 0),       # batched
@@ -729,9 +729,9 @@ def large(S, rng):
                            ((6, 20, 48), (40, 48), 0, 1),          # broadcast weight stored transposed
                            ((40, 30), (5, 40, 24), 1, 0),          # broadcast left operand, transposed
                            ((3, 4, 6), (5, 6), 0, 1),              # the same, small: loops
-                           ((16, 32), (32, 16), 0, 0),             # m*n*k = 8192: gemm
-                           ((16, 31), (31, 16), 0, 0),             # 7936: loops
-                           ((64, 7), (64, 7), 0, 1),               # inner dimension 7, b transposed: loops
+                           ((16, 16), (16, 16), 0, 0),             # m*n*k = 4096: gemm
+                           ((16, 15), (15, 16), 0, 0),             # 3840: loops
+                           ((64, 7), (64, 7), 0, 1),               # inner dimension 7, b transposed: gemm
                            ((64, 7), (7, 64), 0, 0)):              # inner dimension 7: gemm
         for dt in ("f32", "f64"):
             ak, av = gen(sa, "sin", "0.37", dt)

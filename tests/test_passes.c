@@ -819,8 +819,8 @@ static IrGraph *lower_matmuls(IrCtx *c) {
   Node *w = input(c, "w", DT_F32, "64,10"), *v = input(c, "v", DT_F32, "64,48"), *u = input(c, "u", DT_F32, "64,40");
   Node *vt = input(c, "vt", DT_F32, "48,64");
   Node *x3 = input(c, "x3", DT_F32, "5,16,64"), *r = input(c, "r", DT_F32, "64,7"), *r2 = input(c, "r2", DT_F32, "7,64");
-  Node *p = input(c, "p", DT_F32, "16,32"), *q = input(c, "q", DT_F32, "32,16");
-  Node *p2 = input(c, "p2", DT_F32, "16,31"), *q2 = input(c, "q2", DT_F32, "31,16");
+  Node *p = input(c, "p", DT_F32, "16,16"), *q = input(c, "q", DT_F32, "16,16");
+  Node *p2 = input(c, "p2", DT_F32, "16,15"), *q2 = input(c, "q2", DT_F32, "15,16");
   Node *d = input(c, "d", DT_F64, "48,64"), *e = input(c, "e", DT_F64, "64,40");
   Node *outs[] = {
       ir_matmul(c, x, w),                           // B*10*64: by size
@@ -828,9 +828,9 @@ static IrGraph *lower_matmuls(IrCtx *c) {
       ir_matmul(c, ir_transpose(c, v, NULL), u),    // 48*40*64: gemm, v read transposed
       ir_matmul(c, x3, v),                          // a mini-batch against one weight
       ir_matmul(c, x3, ir_transpose(c, vt, NULL)),  // ... stored transposed: [1, 64, 48] is a view
-      ir_matmul(c, p, q),                           // 8192: gemm
-      ir_matmul(c, p2, q2),                         // 7936: loops
-      ir_matmul(c, r, ir_transpose(c, r, NULL)),    // inner dimension 7, b transposed: loops
+      ir_matmul(c, p, q),                           // 4096: gemm
+      ir_matmul(c, p2, q2),                         // 3840: loops
+      ir_matmul(c, r, ir_transpose(c, r, NULL)),    // inner dimension 7, b transposed: gemm
       ir_matmul(c, r, r2),                          // inner dimension 7, b not transposed: gemm
       ir_matmul(c, d, e),                           // f64
   };

@@ -1,5 +1,6 @@
 // test_runtime.c: the runtime alone: pool, memory, GEMM, tensors and printing, Philox, libffi, .npy.
 // One line per check, then "N passed, N failed"; exits nonzero on any failure.
+#include "runtime/private.h"
 #include "runtime/rt.h"
 
 #include <math.h>
@@ -334,7 +335,8 @@ static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
                 }
                 int64_t at = oc + p * g->c_batch + i * g->c_rs + j * g->c_cs;
                 want[at] = s + (g->beta == 0 ? 0 : g->beta * c0[at]);
-                tol[at] = (t + fabs(g->beta * (g->beta == 0 ? 0 : c0[at])) + 1) * (f64 ? 1e-13 : 1e-5);
+                // f32: the worst-case bound of a k-term sum (k ulps) on top of 1e-5.
+                tol[at] = (t + fabs(g->beta * (g->beta == 0 ? 0 : c0[at])) + 1) * (f64 ? 1e-13 : 1e-5 + 6e-8 * g->k);
             }
     if (f64)
         rt_gemm_f64(rt, g->batch, g->m, g->n, g->k, (double *)A + oa, g->a_batch, g->a_rs, g->a_cs,
@@ -399,6 +401,164 @@ static void test_gemm(void) {
     check(rt_threads(rt) == 4 && gemm_case(rt, 0, &cases[2].g) && gemm_case(rt, 1, &cases[9].g),
           "gemm after rt_set_threads(4)");
     rt_free_ctx(rt);
+}
+
+
+// Operand layouts for the packed GEMM's sweep: A (m x k), B (k x n), C (m x n).
+enum { L_ROW, L_TRANS, L_BCAST, L_STRIDED, L_NLAYOUTS };
+static const char *layout_name[] = {"row-major", "transposed", "broadcast", "strided/reversed"};
+
+// One product of the given layouts. A broadcast A repeats one row (row stride
+// 0), a broadcast B one column; strided A skips every other element, strided B
+// has reversed rows, strided C is neither row- nor column-major.
+static GemmCase layout_case(int64_t m, int64_t n, int64_t k, int la, int lb, int lc, double beta) {
+    GemmCase g = {1, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, beta};
+    switch (la) {
+    case L_ROW: g.a_rs = k, g.a_cs = 1; break;
+    case L_TRANS: g.a_rs = 1, g.a_cs = m; break;
+    case L_BCAST: g.a_rs = 0, g.a_cs = 1; break;
+    default: g.a_rs = 2 * k, g.a_cs = 2; break;
+    }
+    switch (lb) {
+    case L_ROW: g.b_rs = n, g.b_cs = 1; break;
+    case L_TRANS: g.b_rs = 1, g.b_cs = k; break;
+    case L_BCAST: g.b_rs = 1, g.b_cs = 0; break;
+    default: g.b_rs = -n, g.b_cs = 1; break;
+    }
+    switch (lc) {
+    case L_ROW: g.c_rs = n, g.c_cs = 1; break;
+    case L_TRANS: g.c_rs = 1, g.c_cs = m; break;
+    default: g.c_rs = 2 * n + 1, g.c_cs = 2; break;   // L_BCAST is not a C layout
+    }
+    return g;
+}
+
+// rt_gemm from inside a parallel region: each chunk's call runs inline and must
+// not share the context's packing buffers with the others.
+typedef struct {
+    KRt *rt;
+    int ok[4];
+} NestedGemm;
+
+static void nested_gemm(void *ctx, int64_t lo, int64_t hi) {
+    NestedGemm *ng = ctx;
+    enum { M = 40, N = 40, K = 300 };
+    for (int64_t i = lo; i < hi; i++) {
+        GemmCase g = layout_case(30 + i, 40 + i, K, L_ROW, L_TRANS, L_ROW, 0);
+        ng->ok[i] = gemm_case(ng->rt, 0, &g);
+        // Then many calls, so that they overlap with the other chunks': each must
+        // give the first one's bits.
+        float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+        float *c0 = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+        uint64_t seed = (uint64_t)i + 1;
+        for (int j = 0; j < M * K; j++) a[j] = (float)gemm_rand(&seed);
+        for (int j = 0; j < K * N; j++) b[j] = (float)gemm_rand(&seed);
+        rt_gemm_f32(ng->rt, 1, M, N, K, a, 0, K, 1, b, 0, 1, K, c0, 0, N, 1, 0);
+        for (int r = 0; r < 300 && ng->ok[i]; r++) {
+            rt_gemm_f32(ng->rt, 1, M, N, K, a, 0, K, 1, b, 0, 1, K, c, 0, N, 1, 0);
+            ng->ok[i] = !memcmp(c, c0, sizeof(float) * M * N);
+        }
+        free(a), free(b), free(c0), free(c);
+    }
+}
+
+// The packed GEMM with each micro-kernel this CPU has (forced through
+// KILN_GEMM), on 1, 3 and 4 threads: every edge of the micro-tile and of the
+// KC, MC and NC blocks, every operand layout, batches with and without a shared
+// weight, beta 0 over NaN and beta 1.
+static void test_gemm_kernels(void) {
+    static const struct { const char *env; int kind; } kinds[] = {
+        {"kiln-avx512", GEMM_KILN_AVX512}, {"kiln-avx2", GEMM_KILN_AVX2}, {"kiln-c", GEMM_KILN_C}};
+    const char *saved = getenv("KILN_GEMM");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
+        const GemmKern *kn = gemm_kern_pick(kinds[q].kind);
+        if (!kn) {
+            printf("skip gemm kernel %s: not on this CPU\n", kinds[q].env);
+            continue;
+        }
+        int64_t mr = kn->mr, nr = kn->nr, mc, kc, nc;
+        gemm_blocks(kn, &mc, &kc, &nc);
+        setenv("KILN_GEMM", kinds[q].env, 1);
+        for (int threads = 1; threads <= 4; threads += threads == 1 ? 2 : 1) {
+            KRt *rt = rt_new(threads);
+            check(rt_gemm_kind(rt) == kinds[q].kind, "KILN_GEMM=%s is read by rt_new", kinds[q].env);
+            int bad = 0, cases = 0;
+            // Edges of the micro-tile and of a KC panel, row-major.
+            int64_t dims[] = {1, mr - 1, mr + 1, nr - 1, nr + 1}, ks[] = {1, kc - 1, kc + 1};
+            for (int i = 0; i < 5; i++)
+                for (int j = 0; j < 5; j++)
+                    for (int l = 0; l < 3; l++) {
+                        GemmCase g = layout_case(dims[i], dims[j], ks[l], L_ROW, L_ROW, L_ROW, (i + j + l) % 2);
+                        cases++;
+                        if (!gemm_case(rt, 0, &g)) {
+                            bad++;
+                            printf("FAIL  %s %d threads: %lldx%lldx%lld\n", kinds[q].env, threads, (long long)g.m,
+                                   (long long)g.n, (long long)g.k);
+                        }
+                    }
+            // Every layout of A, B and C, with edges in all three dimensions.
+            for (int la = 0; la < L_NLAYOUTS; la++)
+                for (int lb = 0; lb < L_NLAYOUTS; lb++)
+                    for (int lc = 0; lc < 3; lc++) {
+                        int lcv = lc == 2 ? L_STRIDED : lc;
+                        GemmCase g = layout_case(mr + 1, nr + 3, kc + 1, la, lb, lcv, (la + lb + lc) % 2);
+                        cases++;
+                        if (!gemm_case(rt, 0, &g)) {
+                            bad++;
+                            printf("FAIL  %s %d threads: A %s, B %s, C %s\n", kinds[q].env, threads,
+                                   layout_name[la], layout_name[lb], layout_name[lcv]);
+                        }
+                    }
+            // Big primes, and blocks past MC and NC.
+            GemmCase big[] = {
+                layout_case(257, 257, 257, L_ROW, L_ROW, L_ROW, 0),
+                layout_case(257, 2 * nr + 1, 2 * kc + 3, L_ROW, L_TRANS, L_TRANS, 1),
+                layout_case(2 * mr + 1, 257, 257, L_TRANS, L_ROW, L_ROW, 0),
+                layout_case(mc + 1, 7, 5, L_ROW, L_ROW, L_ROW, 0),
+                layout_case(3, nc + 1, 5, L_ROW, L_ROW, L_ROW, 1),
+                layout_case(mc + mr + 1, 3, 3, L_STRIDED, L_ROW, L_TRANS, 0),
+                layout_case(mc + 1, nr + 1, kc + 1, L_TRANS, L_ROW, L_ROW, 1),
+                // A narrow B: A read in place, one deep KC panel, then more
+                layout_case(2 * mr + 1, nr, 5003, L_ROW, L_ROW, L_ROW, 1),
+                layout_case(2 * mr + 1, nr - 1, 5003, L_BCAST, L_TRANS, L_STRIDED, 0),
+            };
+            for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
+                cases++;
+                if (!gemm_case(rt, 0, &big[i])) {
+                    bad++;
+                    printf("FAIL  %s %d threads: %lldx%lldx%lld\n", kinds[q].env, threads, (long long)big[i].m,
+                           (long long)big[i].n, (long long)big[i].k);
+                }
+            }
+            // Batches: separate operands; a shared weight (folded into one tall
+            // product); a shared left operand; a shared weight whose rows do
+            // not follow on (C column-major per item, so not folded).
+            int64_t m = mr + 1, n = nr + 1, k = 37;
+            GemmCase bt[] = {
+                {3, m, n, k, m * k, k, 1, k * n, n, 1, m * n, n, 1, 1},
+                {5, m, n, k, m * k, k, 1, 0, n, 1, m * n, n, 1, 0},
+                {4, m, n, k, 0, k, 1, k * n, 1, k, m * n, n, 1, 0},
+                {3, m, n, k, m * k, 1, m, 0, n, 1, m * n, 1, m, 1},
+            };
+            for (size_t i = 0; i < sizeof bt / sizeof *bt; i++) {
+                cases++;
+                if (!gemm_case(rt, 0, &bt[i])) {
+                    bad++;
+                    printf("FAIL  %s %d threads: batch case %zu\n", kinds[q].env, threads, i);
+                }
+            }
+            check(!bad, "gemm kernel %s (%dx%d, kc %lld), %d thread%s: %d cases", kn->name, kn->mr, kn->nr,
+                  (long long)kc, threads, threads > 1 ? "s" : "", cases);
+            rt_free_ctx(rt);
+        }
+    }
+    if (keep) setenv("KILN_GEMM", keep, 1); else unsetenv("KILN_GEMM");
+    free(keep);
+    NestedGemm ng = {rt_new(4), {0}};
+    rt_parallel_for(ng.rt, nested_gemm, &ng, 4, 1);
+    check(ng.ok[0] && ng.ok[1] && ng.ok[2] && ng.ok[3], "gemm inside a parallel region, 4 threads at once");
+    rt_free_ctx(ng.rt);
 }
 
 //
@@ -874,6 +1034,7 @@ int main(int argc, char **argv) {
     test_pool_workspace();
     test_pool_overhead();
     test_gemm();
+    test_gemm_kernels();
     test_philox();
     test_uniform();
     test_normal();

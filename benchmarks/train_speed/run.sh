@@ -8,7 +8,7 @@
 # benchmarks/.venv-speed     PyTorch, JAX, TensorFlow, PyTensor, tinygrad, matplotlib
 #                            (setup_venv.sh; a peer that fails to install is
 #                            reported in the table, the rest still run)
-# benchmarks/.speed-bin      fma_peak, triad, blis_gemm, kiln_harness
+# benchmarks/.speed-bin      fma_peak, triad, blis_gemm, gemm_kernels, kiln_harness
 # $KILN_CACHE_DIR            Kiln's compile cache (default: a folder under /tmp)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +31,9 @@ src="$here/csrc"
 $cc -O3 -march=native -fopenmp "$src/fma_peak.c" -o "$bin/fma_peak"
 $cc -O3 -march=native -fopenmp "$src/triad.c" -o "$bin/triad"
 $cc -O3 -march=native "$src/blis_gemm.c" -o "$bin/blis_gemm" -lblis -lm
+# gemm_kernels: Kiln's rt_gemm_f32 against BLIS on the training steps' shapes
+# (run by hand: $bin/gemm_kernels); it needs only the runtime's pool and GEMM
+$cc -O2 "$src/gemm_kernels.c" "$build/libkiln_rt.a" -lblis -lm -pthread -o "$bin/gemm_kernels"
 # kiln_harness links the build's two static libraries and what they need, as
 # the build's uninstalled pkg-config file lists them
 $cc -O2 -I"$root/include" "$src/kiln_harness.c" -L"$build" \
