@@ -15,7 +15,9 @@ int pipe_stage_ok(const char *name) {
   return 0;
 }
 
-LowerOpts pipe_lower_opts(void) { return (LowerOpts){.gemm = rt_have_blis()}; }
+// rt_gemm_* is always there: Kiln's packed f32 GEMM (any x86-64: AVX-512, AVX2 or
+// C micro-kernels), BLIS for f64 when built with it, blocked loops otherwise.
+LowerOpts pipe_lower_opts(void) { return (LowerOpts){.gemm = 1}; }
 
 // ---- kiln ir --stats ---------------------------------------------------------------
 // Sizes in bytes as polynomials in the symbolic dimensions: a term per

@@ -2,7 +2,7 @@
 // lowered, and records why. Needs: a fused schedule. Keeps: everything else.
 // A float matrix product large enough that a library call pays goes to the
 // runtime's rt_gemm_* (its packed GEMM or BLIS, MM_GEMM); smaller ones, and all of them when
-// the runtime has no BLIS, are generated loops (MM_LOOPS). A product whose
+// LowerOpts.gemm is off, are generated loops (MM_LOOPS). A product whose
 // size is symbolic and may fall either side gets both, chosen per run
 // (MM_BY_SIZE). Operands are read through their views' strides either way:
 // fuse.c gives a transposed or broadcast operand no buffer of its own.
@@ -57,7 +57,7 @@ static void lower_matmul(const IrCtx *c, Kernel *K, const LowerOpts *o) {
   double work = work_text(c, n, w, sizeof w, &symbolic);
   const char *fold = sched_mm_shared_rhs(n) ? ", batch as one product" : "";
   K->strategy = MM_LOOPS;
-  if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: no BLIS in this build");
+  if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: rt_gemm turned off");
   else if (n->dtype != DT_F32 && n->dtype != DT_F64)
     snprintf(K->why, sizeof K->why, "loops: %s has no BLIS product", ir_dtype_name(n->dtype));
   else if ((!symbolic || work == 0) && work < GEMM_MIN_WORK)

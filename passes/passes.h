@@ -36,7 +36,7 @@ Schedule *pass_fuse(IrCtx *c, IrGraph *g);       // fusion into kernels
 // What the lowering may use, from the runtime it will run on (the pipeline
 // asks; passes do not include runtime headers).
 typedef struct {
-  int gemm;          // rt_gemm_* runs on BLIS (rt_have_blis), so large products go there
+  int gemm;          // large products go to rt_gemm_* (0: every product is generated loops)
 } LowerOpts;
 void pass_lower(Schedule *s, const LowerOpts *o); // lowering strategy per kernel
 void pass_plan(Schedule *s);                      // liveness-based buffer reuse, in place where safe
