@@ -192,8 +192,9 @@ def expect_small(tol, what="error"):
 
 
 class Check:
-    def __init__(self, name, setup, exprs, verify):
+    def __init__(self, name, setup, exprs, verify, threads=None):
         self.name, self.setup, self.exprs, self.verify = name, setup, exprs, verify
+        self.threads = threads
 
 
 class Suite:
@@ -206,6 +207,7 @@ class Suite:
         self.passed = 0
         self.failed = 0
         self.failures = []
+        self.threads = None   # kiln run --threads for the checks added while set
 
     def fresh(self, base="t"):
         """A new, unused Kiln identifier."""
@@ -222,7 +224,7 @@ class Suite:
             setup = [l for l in setup.split("\n") if l.strip()]
         if isinstance(exprs, str):
             exprs = [exprs]
-        self.checks.append(Check(name, list(setup), list(exprs), verify))
+        self.checks.append(Check(name, list(setup), list(exprs), verify, self.threads))
 
     # Checks run in batches; a batch is one program.
     def _program(self, checks):
@@ -256,10 +258,11 @@ class Suite:
             self.failures.append((c.name, msg))
             print("FAIL %s: %s" % (c.name, msg))
 
-    def _kiln(self, path):
+    def _kiln(self, path, threads=None):
+        opts = ["--threads", str(threads)] if threads else []
         for attempt in range(10):
             try:
-                return subprocess.run([self.kiln, "run", path], capture_output=True, text=True,
+                return subprocess.run([self.kiln, "run"] + opts + [path], capture_output=True, text=True,
                                       timeout=self.timeout)
             except OSError:   # e.g. the binary is being relinked: wait for it
                 if attempt == 9:
@@ -280,7 +283,7 @@ class Suite:
             with open(os.path.join(keep, "program%03d.kiln" % n), "w") as f:
                 f.write(src)
         try:
-            p = self._kiln(path)
+            p = self._kiln(path, checks[0].threads)
             out, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -353,14 +356,22 @@ class Suite:
         self.lock = threading.Lock()
         self.results, self.extra, self.nprog = {}, [], 0
         with tempfile.TemporaryDirectory(prefix="kiln_test_") as tmp:
-            threads = []
-            for j in range(jobs):   # interleaved, so each worker gets a mix of cheap and costly checks
-                t = threading.Thread(target=self._worker,
-                                     args=(self.checks[j::jobs], os.path.join(tmp, "batch%d.kiln" % j)))
-                t.start()
-                threads.append(t)
-            for t in threads:
-                t.join()
+            # a batch is one kiln process, so its checks share a thread count:
+            # each group of checks runs on its own, one after the other
+            groups = {}
+            for c in self.checks:
+                groups.setdefault(c.threads, []).append(c)
+            for g, checks in enumerate(groups.values()):
+                threads = []
+                for j in range(jobs):   # interleaved, so each worker gets a mix of cheap and costly checks
+                    if not checks[j::jobs]:
+                        continue
+                    t = threading.Thread(target=self._worker,
+                                         args=(checks[j::jobs], os.path.join(tmp, "batch%d_%d.kiln" % (g, j))))
+                    t.start()
+                    threads.append(t)
+                for t in threads:
+                    t.join()
         for c in self.checks + self.extra:
             self._print(c, self.results.get(id(c), "no result (test harness error)"))
         print("%d passed, %d failed" % (self.passed, self.failed))
