@@ -52,7 +52,7 @@ static Node *conv_im2col(IrCtx *c, const ConvShape *s, Node *x, Node *w, const i
 
 // Z[n,h,w,o,i,j] = sum_c x[n,c,h,w] w[o,c,i,j]; then
 // y[n,oh,ow,o] = sum_{i,j} Zpadded[n, oh*sh + i*dh, ow*sw + j*dw, o, i, j].
-static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
+static Node *conv_kernel_slices(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
   int to_nhwc[4] = {0, 2, 3, 1}, cfirst[4] = {1, 0, 2, 3}, to_nchw[4] = {0, 3, 1, 2};
   Dim rows = x->shape[0];
   rows.k *= s->h * s->w;
@@ -77,6 +77,37 @@ static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
     }
   Dim nhwc[4] = {x->shape[0], dim_c(s->oh), dim_c(s->ow), dim_c(s->o)};
   return ir_transpose(c, ir_reshape(c, y, 4, nhwc), to_nchw);
+}
+
+// With stride 1, the aggregation is a COL2IM: output pixel p sums Z at the
+// pixels p - pt + i*dh, which is col2im's gather with the taps flipped
+// (i = KH-1-kh) and padding (KH-1)*dh - pt. The flip goes into the kernel (a
+// reversed slice of w), and Z is computed channel-tap major,
+// Z'[o,kh,kw,n,h,w] = w'[O*KH*KW, C] @ x[C, N*H*W], as the im2col lowering's
+// windows are: col2im then reads it along OW, and its gradient is an IM2COL
+// view of dy materialized by one copy kernel, so the backward pass is
+// im2col's with the roles of C and O swapped (CcT: cheaper when O < C).
+static int kernel_by_col2im(const ConvShape *s) {
+  int64_t span_h = (s->kh - 1) * s->dh, span_w = (s->kw - 1) * s->dw;
+  return s->sh == 1 && s->sw == 1 && s->pt <= span_h && s->pb <= span_h && s->pl <= span_w && s->pr <= span_w;
+}
+
+static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
+  if (!kernel_by_col2im(s)) return conv_kernel_slices(c, s, x, w);
+  int64_t start[4] = {0, 0, s->kh - 1, s->kw - 1}, count[4] = {-1, -1, s->kh, s->kw}, back[4] = {1, 1, -1, -1};
+  Node *wf = ir_slice(c, w, start, count, back);
+  if (!wf) return NULL;
+  int taps_c[4] = {0, 2, 3, 1}, cfirst[4] = {1, 0, 2, 3}, pixel_major[6] = {3, 4, 5, 0, 1, 2};
+  Dim q = x->shape[0];
+  q.k *= s->h * s->w;
+  int64_t okk = s->o * s->kh * s->kw;
+  Dim w2[2] = {dim_c(okk), dim_c(s->c)}, x2[2] = {dim_c(s->c), q};
+  Node *z = ir_matmul(c, ir_reshape(c, ir_transpose(c, wf, taps_c), 2, w2), ir_reshape(c, ir_transpose(c, x, cfirst), 2, x2));
+  if (!z) return NULL;
+  Dim z6[6] = {dim_c(s->o), dim_c(s->kh), dim_c(s->kw), x->shape[0], dim_c(s->h), dim_c(s->w)};
+  z = ir_transpose(c, ir_reshape(c, z, 6, z6), pixel_major);
+  int64_t win[9] = {s->kh, s->kw, 1, 1, (s->kh - 1) * s->dh - s->pt, (s->kw - 1) * s->dw - s->pl, s->dh, s->dw, 0};
+  return ir_col2im(c, z, win, s->oh, s->ow);
 }
 
 // y[o,n,oh,ow] = sum_{c,i,j} windows[n,oh,ow,c,i,j] w[o,c,i,j], one fused
