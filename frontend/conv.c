@@ -1,11 +1,17 @@
 // Convolution lowerings (Caffe con Troll's choice per layer). conv2d is built
 // at trace time from IR ops in one of three ways, so autodiff's rules give
 // each one its own backward pass:
-//   im2col  lower the input: the windows of the whole batch are one
-//           [N*OH*OW, C*KH*KW] matrix (an IM2COL view) times w^T: one GEMM.
-//   kernel  lower the kernel and expand the output: x as [N*H*W, C] times w as
-//           [C, O*KH*KW] gives every pixel's contribution to every output it
-//           touches, then each output sums its KH*KW shifted slices.
+//   im2col  lower the input: the windows of the whole batch, materialized
+//           channel-tap major as a [C*KH*KW, N*OH*OW] matrix (a transpose of
+//           the IM2COL view, filled by one copy kernel contiguous along OW),
+//           and w as [O, C*KH*KW] times it: one GEMM, [O, N*OH*OW], then to
+//           NCHW. The input gradient's window matrix comes out of its GEMM in
+//           the same layout, so col2im gathers it along OW.
+//   kernel  lower the kernel and expand the output: w as [O*KH*KW, C] times x
+//           as [C, N*H*W] gives every pixel's contribution to every output it
+//           touches, then each output sums its KH*KW shifted pixels (with
+//           stride 1 a COL2IM of that matrix, whose gradient is an IM2COL
+//           copy: im2col's costs with C and O swapped, cheaper when O < C).
 //   direct  no matrix: a reduction over C*KH*KW of the windows times w, fused
 //           into one kernel (good when C*KH*KW is small, like a first layer).
 // conv_choose picks one from the shapes with a cost model, or takes the winner
@@ -133,28 +139,30 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 
 // ---- the cost model ------------------------------------------------------------
 // Seconds for a training step's share of one layer (forward and both
-// gradients). Four rates, fitted to `kiln run --tune` timings of
-// examples/cnn.kiln's two layers on this project's machine (Xeon, AVX-512;
-// batch 32, ms: layer 1 [32,1,28,28]x[32,1,5,5] im2col 124, kernel 4740,
-// direct 6290; layer 2 [32,32,14,14]x[64,32,5,5] im2col 192, kernel 2240,
-// direct 1e5, on a loaded machine): what counts is their ratios.
-//   GEMM_FLOPS  BLIS when both small dimensions of a product reach GEMM_FULL
-//               (proportionally less below)
-//   LOOP_FLOPS  the generated loops of a fused reduction over the IM2COL view
-//               (each window element's index is decomposed with divisions,
-//               so direct is slow today, whatever the channel count: --tune
-//               found im2col faster even at [1,1,4,4]x[1,1,4,4], 0.18 us to
-//               0.86 us, and [2,1,6,6]x[2,1,4,4], 5.4 us to 150 us)
-//   MOVE_BYTES  matrices a lowering materializes, written and read
-//   AGG_OPS     kernel's aggregation: its gradient evaluates KH*KW placed
-//               slices per element of Z; and AGG_FIXED seconds per (kh, kw)
-//               (a small layer, [8,64,8,8]x[4,64,3,3]: im2col 0.43, kernel 16)
+// gradients). The rates are fitted to timings of each lowering forced on the
+// conv layers of examples/cnn.kiln and a CIFAR-shaped variant, batch 128, one
+// thread (benchmarks/train_speed's `kiln_harness 1 conv`; Xeon with AVX-512,
+// BLIS GEMM; ms of the training share: cnn 1->32 5x5 28x28: im2col 18,
+// kernel 390, direct 135; cnn 32->64 5x5 14x14: im2col 300, kernel 340,
+// direct 2190; 64->8 3x3 8x8: im2col 12, kernel 5, direct 60). What counts
+// is their ratios.
+//   GEMM_FLOPS  BLIS when both small dimensions of a product (the rows of the
+//               weights and the inner dimension) reach GEMM_FULL
+//               (proportionally less below: a product with inner dimension 1
+//               is bound by writing its result)
+//   MOVE_BYTES  the matrices a lowering materializes, written and read: im2col's
+//               windows and their gradient, kernel's Z and its gradient
+//   LOOP_FLOPS  direct's generated loops (a fused reduction over the window
+//               view, output-stationary), forward and both gradients
+//   AGG_OPS     kernel's aggregation with stride > 1 (KH*KW strided slices of Z
+//               summed; the gradient places each one, KH*KW terms per element
+//               of Z), and AGG_FIXED seconds per (kh, kw)
 #define GEMM_FLOPS 60e9
-#define GEMM_FULL 64.0
-#define LOOP_FLOPS 1.8e8
-#define MOVE_BYTES 3e9
-#define AGG_OPS 1.1e8
-#define AGG_FIXED 1.5e-3
+#define GEMM_FULL 16.0
+#define MOVE_BYTES 12.5e9
+#define LOOP_FLOPS 3.5e9
+#define AGG_OPS 9e8
+#define AGG_FIXED 1e-4
 
 static double gemm_s(double n, double k, double m) {
   double e = (n < GEMM_FULL ? n / GEMM_FULL : 1) * (k < GEMM_FULL ? k / GEMM_FULL : 1);
@@ -164,14 +172,15 @@ static double gemm_s(double n, double k, double m) {
 // Each lowering's estimated seconds.
 static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   double n = (double)s->n, p = n * s->oh * s->ow, kk = (double)s->kh * s->kw, k = s->c * kk, q = n * s->h * s->w;
-  // im2col: three GEMMs (forward, d input, d weights) of P x O x C*KK; the
+  // im2col: three GEMMs (forward, d input, d weights) of O x C*KK x P; the
   // window matrix and its gradient are written and read (col2im sums it back).
   t[CONV_IM2COL] = 3 * gemm_s(s->o, k, p) + 4 * p * k * 4 / MOVE_BYTES;
-  // kernel: three GEMMs over every input pixel (stride > 1 computes rows no
-  // output uses) of Q x O*KK x C, Z and its gradient written and read, and the
-  // aggregation's gradient.
-  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q) + (4 * q * s->o * kk + 2 * p * s->o * kk) * 4 / MOVE_BYTES +
-                   q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
+  // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its
+  // gradient written and read: im2col's costs with C and O swapped. With a
+  // stride, Z's rows no output uses are computed too, and the aggregation is
+  // strided slices whose gradient costs KH*KW terms per element of Z.
+  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q) + 4 * q * s->o * kk * 4 / MOVE_BYTES;
+  if (!kernel_by_col2im(s)) t[CONV_KERNEL] += 2 * p * s->o * kk * 4 / MOVE_BYTES + q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
   // direct: im2col's multiply-adds in generated loops, nothing materialized.
   t[CONV_DIRECT] = 3 * 2 * p * s->o * k / LOOP_FLOPS;
 }
@@ -192,7 +201,7 @@ static void tune_key(const ConvShape *s, char key[40]) {
   cache_host_id(cpu);
   CacheHash h;
   cache_hash_init(&h);
-  cache_hash_str(&h, "conv-tune 1");
+  cache_hash_str(&h, "conv-tune 2");   // 2: the lowerings of this layout
   cache_hash_str(&h, KILN_VERSION);
   cache_hash_str(&h, cpu);
   cache_hash_str(&h, shp);
