@@ -130,7 +130,7 @@ static const struct { const char *model, *name; long c, hw, o, k, stride; } conv
   {"cnn", "conv1", 1, 28, 32, 5, 1},     {"cnn", "conv2", 32, 14, 64, 5, 1},
   {"cifar", "conv1", 3, 32, 32, 5, 1},   {"cifar", "conv2", 32, 16, 64, 5, 1},
   {"cifar", "conv1_3x3", 3, 32, 32, 3, 1}, {"cifar", "conv2_3x3", 32, 16, 64, 3, 1},
-  {"cifar", "conv3_64to8", 64, 8, 8, 3, 1},
+  {"cifar", "conv3_64to8", 64, 8, 8, 3, 1}, {"cifar", "conv4_64to16_5x5", 64, 8, 16, 5, 1},
 };
 
 static double conv_time(const char *low, int threads, int train, long c, long hw, long o, long k, long stride) {
