@@ -99,6 +99,8 @@ CONV_CASES = [  # x shape, w shape, stride, pad, dilation
     ((1, 3, 8, 7), (2, 3, 3, 3), 2, "valid", 2),
     ((2, 3, 6, 5), (1, 3, 1, 1), 2, 0, 1),
     ((1, 3, 7, 7), (4, 3, 5, 3), 1, (2, 1), (1, 2)),
+    # padding wider than the window: kernel lowering sums slices even at stride 1
+    ((1, 2, 5, 4), (3, 2, 1, 1), 1, 1, 1),
 ]
 
 
