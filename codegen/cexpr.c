@@ -453,40 +453,57 @@ static const char *col2im_disjoint(Gen *g, Node *n, Index *ix, char *t) {
 
 // COL2IM: each pixel sums the window positions that read it; a position
 // (oh, kh) reads row oh*sh - pt + kh*dh, so for row h it is oh = (h + pt - kh*dh) / sh
-// when that divides and is in range.
+// when that divides and is in range. With stride 1 every position divides:
+// the window loops then have constant trip counts and one range test in the
+// innermost body, which Clang unrolls into straight-line code (faster than
+// loops over the range of positions that land inside, measured).
+static void col2im_loop(Gen *g, const char *k, const char *pos, const char *o, int64_t kn, int64_t pad, int64_t stride,
+                        int64_t dil, int64_t out, char *cond, size_t len) {
+  cg_line(g, "for (int64_t %s = 0; %s < %" PRId64 "; %s++) {", k, k, kn, k);
+  g->ind++;
+  if (stride == 1) {
+    cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", o, pos, pad, k, dil);
+    size_t n = strlen(cond);
+    snprintf(cond + n, len - n, "%s%s >= 0 && %s < %" PRId64, n ? " && " : "", o, o, out);
+    return;
+  }
+  char th[16];
+  cg_tmp(g, th);
+  cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", th, pos, pad, k, dil);
+  cg_line(g, "if (%s < 0 || %s %% %" PRId64 ") continue;", th, th, stride);
+  cg_line(g, "int64_t %s = %s / %" PRId64 ";", o, th, stride);
+  cg_line(g, "if (%s >= %" PRId64 ") continue;", o, out);
+}
+
 static const char *col2im(Gen *g, Node *n, Index *ix, char *t) {
   Node *cols = n->src[0];
   const int64_t *w = n->a.i;
-  char kh[16], kw[16], th[16], tw[16], oh[16], ow[16], lit[64];
+  char kh[16], kw[16], oh[16], ow[16], lit[64];
   cg_need_idx(g, ix);
   if (ir_windows_disjoint(w)) return col2im_disjoint(g, n, ix, t);
   cg_literal(lit, sizeof lit, n->dtype, 0);
   cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), lit);
-  cg_tmp(g, kh); cg_tmp(g, kw); cg_tmp(g, th); cg_tmp(g, tw); cg_tmp(g, oh); cg_tmp(g, ow);
-  cg_line(g, "for (int64_t %s = 0; %s < %" PRId64 "; %s++) {", kh, kh, w[0], kh);
-  g->ind++;
-  cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", th, ix->idx[2], w[4], kh, w[6]);
-  cg_line(g, "if (%s < 0 || %s %% %" PRId64 ") continue;", th, th, w[2]);
-  cg_line(g, "int64_t %s = %s / %" PRId64 ";", oh, th, w[2]);
-  cg_line(g, "if (%s >= %" PRId64 ") continue;", oh, cols->shape[1].k);
-  cg_line(g, "for (int64_t %s = 0; %s < %" PRId64 "; %s++) {", kw, kw, w[1], kw);
-  g->ind++;
-  cg_line(g, "int64_t %s = %s + %" PRId64 " - %s*%" PRId64 ";", tw, ix->idx[3], w[5], kw, w[7]);
-  cg_line(g, "if (%s < 0 || %s %% %" PRId64 ") continue;", tw, tw, w[3]);
-  cg_line(g, "int64_t %s = %s / %" PRId64 ";", ow, tw, w[3]);
-  cg_line(g, "if (%s >= %" PRId64 ") continue;", ow, cols->shape[2].k);
+  cg_tmp(g, kh); cg_tmp(g, kw); cg_tmp(g, oh); cg_tmp(g, ow);
+  int mark_ind = g->ind;
+  char cond[256] = "";
+  col2im_loop(g, kh, ix->idx[2], oh, w[0], w[4], w[2], w[6], cols->shape[1].k, cond, sizeof cond);
+  col2im_loop(g, kw, ix->idx[3], ow, w[1], w[5], w[3], w[7], cols->shape[2].k, cond, sizeof cond);
   Index *v = cg_index(g, 6, cols->shape);
   const char *at[6] = {ix->idx[0], oh, ow, ix->idx[1], kh, kw};
   for (int d = 0; d < 6; d++) snprintf(v->idx[d], sizeof v->idx[d], "%s", at[d]);
   v->has_idx = 1;
   int mark = g->nmemo;
+  if (cond[0]) {
+    cg_line(g, "if (%s) {", cond);
+    g->ind++;
+  }
   const char *val = cg_value(g, cols, v);
   cg_line(g, "%s += %s;", t, val);
   g->nmemo = mark;
-  g->ind--;
-  cg_line(g, "}");
-  g->ind--;
-  cg_line(g, "}");
+  while (g->ind > mark_ind) {
+    g->ind--;
+    cg_line(g, "}");
+  }
   return memo_add(g, n, ix, t);
 }
 

@@ -162,10 +162,83 @@ static int count_exact(Node *n) {
   return terms <= 1 << 24;
 }
 
-// Reduction: the output's leading kept axes are rows in parallel (unraveled
-// once per row), its trailing kept axes nested loops (inner_split's choice,
-// so no division per output); per output, loops over the reduced axes with
-// the operand's fused expression inside.
+// Inner block and reduction extents of a reduction kernel with constant
+// dimensions, or 0 where a dimension is symbolic.
+static int64_t const_prod(const Dim *d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) {
+    if (d[i].sym) return 0;
+    p *= d[i].k;
+  }
+  return p;
+}
+
+// A short reduction per output with a block of kept inner axes (a window of
+// a direct convolution, a pooling window: C*KH*KW taps per pixel) runs
+// output-stationary: the block's accumulators in a local array, the reduced
+// axes outside and the kept inner axes innermost, so the loop that Clang
+// vectorizes runs along the output row (OW) instead of over a few taps. Each
+// output still adds its terms in the same order, so the sums are the same
+// bit for bit.
+enum { TAPS_MAX_BLOCK = 2048, TAPS_MAX_REDUCE = 4096 };
+
+static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain, const int *kept, const Dim *kshape,
+                               int nk, int sp, DType acc) {
+  Node *n = K->node, *s = n->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0];
+  char d[64], init[64], L[128], inner[128];
+  Dim red[IR_MAXDIM];
+  int nred = 0;
+  begin_kernel(g, K, k);
+  Index *ix = cg_index(g, s->ndim, s->shape);
+  cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
+  g->ind++;
+  Index *rows = cg_index(g, sp, kshape);
+  strcpy(rows->lin, "r");
+  cg_need_idx(g, rows);
+  for (int i = 0; i < sp; i++) strcpy(ix->idx[kept[i]], rows->idx[i]);
+  cg_prod(L, sizeof L, kshape, sp, nk);
+  acc_init(init, sizeof init, n, acc);
+  cg_line(g, "%s acc[%s];", cg_ctype(acc), L);
+  cg_line(g, "for (int64_t q = 0; q < %s; q++) acc[q] = %s;", L, init);
+  for (int i = 0; i < s->ndim; i++) {
+    if (!(axes & (1u << i))) continue;
+    red[nred++] = s->shape[i];
+    cg_dim(d, sizeof d, s->shape[i]);
+    snprintf(ix->idx[i], sizeof ix->idx[i], "r%d", i);
+    cg_line(g, "for (int64_t r%d = 0; r%d < %s; r%d++) {", i, i, d, i);
+    g->ind++;
+  }
+  cg_line(g, "int64_t q = 0;");
+  for (int i = sp; i < nk; i++) {
+    cg_dim(d, sizeof d, kshape[i]);
+    snprintf(ix->idx[kept[i]], sizeof ix->idx[0], "j%d", kept[i]);
+    cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", kept[i], kept[i], d, kept[i]);
+    g->ind++;
+  }
+  ix->has_idx = 1;
+  const char *v = cg_value(g, s, ix);
+  const char *tpl = s->dtype == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
+  char expr[256];
+  size_t e = 0;
+  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
+    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "acc[q]"); p++; }
+    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
+    else expr[e++] = *p;
+  }
+  expr[e] = 0;
+  cg_line(g, "acc[q] = %s;", expr);
+  cg_line(g, "q++;");
+  while (g->ind > 2) { g->ind--; cg_line(g, "}"); }
+  cg_line(g, "for (int64_t q = 0; q < %s; q++) b%d[r*%s + q] = (%s)acc[q];", L, K->out, L, cg_ctype(n->dtype));
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+  cg_prod(work, 128, kshape, 0, sp);
+  cg_prod(inner, sizeof inner, red, 0, nred);
+  snprintf(grain, 128, "(16384 / (%s*%s + 1) + 1)", L, inner);
+}
+
 #define SUM_LANES 8
 
 // One element into the accumulator: argmax/argmin keep the position, the others
@@ -191,6 +264,10 @@ static void reduce_step(Gen *g, Node *n, DType acc, const char *v) {
   cg_line(g, "acc = %s;", expr);
 }
 
+// Reduction: the output's leading kept axes are rows in parallel (unraveled
+// once per row), its trailing kept axes nested loops (inner_split's choice,
+// so no division per output); per output, loops over the reduced axes with
+// the operand's fused expression inside.
 static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   Node *n = K->node, *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
@@ -204,6 +281,15 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     if (!(axes & (1u << i))) { kshape[nk] = s->shape[i]; kept[nk++] = i; }
   int sp = nk;   // kept axes [0, sp) are rows, [sp, nk) inner loops
   if (nk > 1) sp = inner_split(nk, kshape);
+  Dim red_shape[IR_MAXDIM];
+  int nr = 0;
+  for (int i = 0; i < s->ndim; i++)
+    if (axes & (1u << i)) red_shape[nr++] = s->shape[i];
+  int64_t block = const_prod(kshape, sp, nk), taps = const_prod(red_shape, 0, nr);
+  if (!arg && sp < nk && block > 1 && block <= TAPS_MAX_BLOCK && taps > 1 && taps <= TAPS_MAX_REDUCE) {
+    reduce_taps_kernel(g, K, k, work, grain, kept, kshape, nk, sp, acc);
+    return;
+  }
   begin_kernel(g, K, k);
   Index *ix = cg_index(g, s->ndim, s->shape);
   cg_line(g, "for (int64_t r = lo; r < hi; r++) {");

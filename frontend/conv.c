@@ -1,11 +1,17 @@
 // Convolution lowerings (Caffe con Troll's choice per layer). conv2d is built
 // at trace time from IR ops in one of three ways, so autodiff's rules give
 // each one its own backward pass:
-//   im2col  lower the input: the windows of the whole batch are one
-//           [N*OH*OW, C*KH*KW] matrix (an IM2COL view) times w^T: one GEMM.
-//   kernel  lower the kernel and expand the output: x as [N*H*W, C] times w as
-//           [C, O*KH*KW] gives every pixel's contribution to every output it
-//           touches, then each output sums its KH*KW shifted slices.
+//   im2col  lower the input: the windows of the whole batch, materialized
+//           channel-tap major as a [C*KH*KW, N*OH*OW] matrix (a transpose of
+//           the IM2COL view, filled by one copy kernel contiguous along OW),
+//           and w as [O, C*KH*KW] times it: one GEMM, [O, N*OH*OW], then to
+//           NCHW. The input gradient's window matrix comes out of its GEMM in
+//           the same layout, so col2im gathers it along OW.
+//   kernel  lower the kernel and expand the output: w as [O*KH*KW, C] times x
+//           as [C, N*H*W] gives every pixel's contribution to every output it
+//           touches, then each output sums its KH*KW shifted pixels (with
+//           stride 1 a COL2IM of that matrix, whose gradient is an IM2COL
+//           copy: im2col's costs with C and O swapped, cheaper when O < C).
 //   direct  no matrix: a reduction over C*KH*KW of the windows times w, fused
 //           into one kernel (good when C*KH*KW is small, like a first layer).
 // conv_choose picks one from the shapes with a cost model, or takes the winner
@@ -31,22 +37,28 @@ int conv_lowering_by_name(const char *s) {
 
 // ---- the lowerings -----------------------------------------------------------
 
+// Caffe con Troll's layout: the windows transposed to [C*KH*KW, N*OH*OW], so
+// the copy that materializes them writes contiguous runs along OW while
+// reading contiguous input rows, and y' = w[O, C*KH*KW] @ cols is [O, N*OH*OW]:
+// the bias add that transposes it to NCHW reads along OW too, and in the
+// backward pass dcols = w^T @ dy' is in the same layout, so col2im's gather
+// reads consecutive elements for consecutive pixels of a row.
 static Node *conv_im2col(IrCtx *c, const ConvShape *s, Node *x, Node *w, const int64_t *win, const int64_t *pad_end) {
   Node *cols = ir_im2col(c, x, win, pad_end);
   if (!cols) return NULL;
   int64_t kk = s->c * s->kh * s->kw;
-  Dim rows = x->shape[0];
-  rows.k *= s->oh * s->ow;
-  Dim m2[2] = {rows, dim_c(kk)}, w2[2] = {dim_c(s->o), dim_c(kk)};
-  int tr[2] = {1, 0}, to_nchw[4] = {0, 3, 1, 2};
-  Node *y = ir_matmul(c, ir_reshape(c, cols, 2, m2), ir_transpose(c, ir_reshape(c, w, 2, w2), tr));
-  Dim nhwc[4] = {x->shape[0], dim_c(s->oh), dim_c(s->ow), dim_c(s->o)};
-  return ir_transpose(c, ir_reshape(c, y, 4, nhwc), to_nchw);
+  Dim p = x->shape[0];
+  p.k *= s->oh * s->ow;
+  Dim m2[2] = {dim_c(kk), p}, w2[2] = {dim_c(s->o), dim_c(kk)};
+  int tap_major[6] = {3, 4, 5, 0, 1, 2}, to_nchw[4] = {1, 0, 2, 3};
+  Node *y = ir_matmul(c, ir_reshape(c, w, 2, w2), ir_reshape(c, ir_transpose(c, cols, tap_major), 2, m2));
+  Dim onhw[4] = {dim_c(s->o), x->shape[0], dim_c(s->oh), dim_c(s->ow)};
+  return ir_transpose(c, ir_reshape(c, y, 4, onhw), to_nchw);
 }
 
 // Z[n,h,w,o,i,j] = sum_c x[n,c,h,w] w[o,c,i,j]; then
 // y[n,oh,ow,o] = sum_{i,j} Zpadded[n, oh*sh + i*dh, ow*sw + j*dw, o, i, j].
-static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
+static Node *conv_kernel_slices(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
   int to_nhwc[4] = {0, 2, 3, 1}, cfirst[4] = {1, 0, 2, 3}, to_nchw[4] = {0, 3, 1, 2};
   Dim rows = x->shape[0];
   rows.k *= s->h * s->w;
@@ -73,6 +85,37 @@ static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
   return ir_transpose(c, ir_reshape(c, y, 4, nhwc), to_nchw);
 }
 
+// With stride 1, the aggregation is a COL2IM: output pixel p sums Z at the
+// pixels p - pt + i*dh, which is col2im's gather with the taps flipped
+// (i = KH-1-kh) and padding (KH-1)*dh - pt. The flip goes into the kernel (a
+// reversed slice of w), and Z is computed channel-tap major,
+// Z'[o,kh,kw,n,h,w] = w'[O*KH*KW, C] @ x[C, N*H*W], as the im2col lowering's
+// windows are: col2im then reads it along OW, and its gradient is an IM2COL
+// view of dy materialized by one copy kernel, so the backward pass is
+// im2col's with the roles of C and O swapped (CcT: cheaper when O < C).
+static int kernel_by_col2im(const ConvShape *s) {
+  int64_t span_h = (s->kh - 1) * s->dh, span_w = (s->kw - 1) * s->dw;
+  return s->sh == 1 && s->sw == 1 && s->pt <= span_h && s->pb <= span_h && s->pl <= span_w && s->pr <= span_w;
+}
+
+static Node *conv_kernel(IrCtx *c, const ConvShape *s, Node *x, Node *w) {
+  if (!kernel_by_col2im(s)) return conv_kernel_slices(c, s, x, w);
+  int64_t start[4] = {0, 0, s->kh - 1, s->kw - 1}, count[4] = {-1, -1, s->kh, s->kw}, back[4] = {1, 1, -1, -1};
+  Node *wf = ir_slice(c, w, start, count, back);
+  if (!wf) return NULL;
+  int taps_c[4] = {0, 2, 3, 1}, cfirst[4] = {1, 0, 2, 3}, pixel_major[6] = {3, 4, 5, 0, 1, 2};
+  Dim q = x->shape[0];
+  q.k *= s->h * s->w;
+  int64_t okk = s->o * s->kh * s->kw;
+  Dim w2[2] = {dim_c(okk), dim_c(s->c)}, x2[2] = {dim_c(s->c), q};
+  Node *z = ir_matmul(c, ir_reshape(c, ir_transpose(c, wf, taps_c), 2, w2), ir_reshape(c, ir_transpose(c, x, cfirst), 2, x2));
+  if (!z) return NULL;
+  Dim z6[6] = {dim_c(s->o), dim_c(s->kh), dim_c(s->kw), x->shape[0], dim_c(s->h), dim_c(s->w)};
+  z = ir_transpose(c, ir_reshape(c, z, 6, z6), pixel_major);
+  int64_t win[9] = {s->kh, s->kw, 1, 1, (s->kh - 1) * s->dh - s->pt, (s->kw - 1) * s->dw - s->pl, s->dh, s->dw, 0};
+  return ir_col2im(c, z, win, s->oh, s->ow);
+}
+
 // y[o,n,oh,ow] = sum_{c,i,j} windows[n,oh,ow,c,i,j] w[o,c,i,j], one fused
 // reduction (the windows broadcast over a new leading O axis: a view, where a
 // reshape would cost index divisions), then transposed to [N, O, OH, OW].
@@ -96,28 +139,30 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 
 // ---- the cost model ------------------------------------------------------------
 // Seconds for a training step's share of one layer (forward and both
-// gradients). Four rates, fitted to `kiln run --tune` timings of
-// examples/cnn.kiln's two layers on this project's machine (Xeon, AVX-512;
-// batch 32, ms: layer 1 [32,1,28,28]x[32,1,5,5] im2col 124, kernel 4740,
-// direct 6290; layer 2 [32,32,14,14]x[64,32,5,5] im2col 192, kernel 2240,
-// direct 1e5, on a loaded machine): what counts is their ratios.
-//   GEMM_FLOPS  BLIS when both small dimensions of a product reach GEMM_FULL
-//               (proportionally less below)
-//   LOOP_FLOPS  the generated loops of a fused reduction over the IM2COL view
-//               (each window element's index is decomposed with divisions,
-//               so direct is slow today, whatever the channel count: --tune
-//               found im2col faster even at [1,1,4,4]x[1,1,4,4], 0.18 us to
-//               0.86 us, and [2,1,6,6]x[2,1,4,4], 5.4 us to 150 us)
-//   MOVE_BYTES  matrices a lowering materializes, written and read
-//   AGG_OPS     kernel's aggregation: its gradient evaluates KH*KW placed
-//               slices per element of Z; and AGG_FIXED seconds per (kh, kw)
-//               (a small layer, [8,64,8,8]x[4,64,3,3]: im2col 0.43, kernel 16)
+// gradients). The rates are fitted to timings of each lowering forced on the
+// conv layers of examples/cnn.kiln and a CIFAR-shaped variant, batch 128, one
+// thread (benchmarks/train_speed's `kiln_harness 1 conv`; Xeon with AVX-512,
+// BLIS GEMM; ms of the training share: cnn 1->32 5x5 28x28: im2col 18,
+// kernel 390, direct 135; cnn 32->64 5x5 14x14: im2col 300, kernel 340,
+// direct 2190; 64->8 3x3 8x8: im2col 12, kernel 5, direct 60). What counts
+// is their ratios.
+//   GEMM_FLOPS  BLIS when both small dimensions of a product (the rows of the
+//               weights and the inner dimension) reach GEMM_FULL
+//               (proportionally less below: a product with inner dimension 1
+//               is bound by writing its result)
+//   MOVE_BYTES  the matrices a lowering materializes, written and read: im2col's
+//               windows and their gradient, kernel's Z and its gradient
+//   LOOP_FLOPS  direct's generated loops (a fused reduction over the window
+//               view, output-stationary), forward and both gradients
+//   AGG_OPS     kernel's aggregation with stride > 1 (KH*KW strided slices of Z
+//               summed; the gradient places each one, KH*KW terms per element
+//               of Z), and AGG_FIXED seconds per (kh, kw)
 #define GEMM_FLOPS 60e9
-#define GEMM_FULL 64.0
-#define LOOP_FLOPS 1.8e8
-#define MOVE_BYTES 3e9
-#define AGG_OPS 1.1e8
-#define AGG_FIXED 1.5e-3
+#define GEMM_FULL 16.0
+#define MOVE_BYTES 12.5e9
+#define LOOP_FLOPS 3.5e9
+#define AGG_OPS 9e8
+#define AGG_FIXED 1e-4
 
 static double gemm_s(double n, double k, double m) {
   double e = (n < GEMM_FULL ? n / GEMM_FULL : 1) * (k < GEMM_FULL ? k / GEMM_FULL : 1);
@@ -127,14 +172,15 @@ static double gemm_s(double n, double k, double m) {
 // Each lowering's estimated seconds.
 static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   double n = (double)s->n, p = n * s->oh * s->ow, kk = (double)s->kh * s->kw, k = s->c * kk, q = n * s->h * s->w;
-  // im2col: three GEMMs (forward, d input, d weights) of P x O x C*KK; the
+  // im2col: three GEMMs (forward, d input, d weights) of O x C*KK x P; the
   // window matrix and its gradient are written and read (col2im sums it back).
   t[CONV_IM2COL] = 3 * gemm_s(s->o, k, p) + 4 * p * k * 4 / MOVE_BYTES;
-  // kernel: three GEMMs over every input pixel (stride > 1 computes rows no
-  // output uses) of Q x O*KK x C, Z and its gradient written and read, and the
-  // aggregation's gradient.
-  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q) + (4 * q * s->o * kk + 2 * p * s->o * kk) * 4 / MOVE_BYTES +
-                   q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
+  // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its
+  // gradient written and read: im2col's costs with C and O swapped. With a
+  // stride, Z's rows no output uses are computed too, and the aggregation is
+  // strided slices whose gradient costs KH*KW terms per element of Z.
+  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q) + 4 * q * s->o * kk * 4 / MOVE_BYTES;
+  if (!kernel_by_col2im(s)) t[CONV_KERNEL] += 2 * p * s->o * kk * 4 / MOVE_BYTES + q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
   // direct: im2col's multiply-adds in generated loops, nothing materialized.
   t[CONV_DIRECT] = 3 * 2 * p * s->o * k / LOOP_FLOPS;
 }
@@ -155,7 +201,7 @@ static void tune_key(const ConvShape *s, char key[40]) {
   cache_host_id(cpu);
   CacheHash h;
   cache_hash_init(&h);
-  cache_hash_str(&h, "conv-tune 1");
+  cache_hash_str(&h, "conv-tune 2");   // 2: the lowerings of this layout
   cache_hash_str(&h, KILN_VERSION);
   cache_hash_str(&h, cpu);
   cache_hash_str(&h, shp);

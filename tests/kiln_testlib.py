@@ -207,6 +207,7 @@ class Suite:
         self.passed = 0
         self.failed = 0
         self.failures = []
+        self.threads = None   # kiln run --threads for the checks added while set
 
     def fresh(self, base="t"):
         """A new, unused Kiln identifier."""
@@ -224,7 +225,8 @@ class Suite:
             setup = [l for l in setup.split("\n") if l.strip()]
         if isinstance(exprs, str):
             exprs = [exprs]
-        self.checks.append(Check(name, list(setup), list(exprs), verify, threads))
+        self.checks.append(Check(name, list(setup), list(exprs), verify,
+                                 threads if threads is not None else self.threads))
 
     # Checks run in batches; a batch is one program.
     def _program(self, checks):

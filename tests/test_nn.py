@@ -188,7 +188,7 @@ def opt_str(stride, pad, dil, lowering=None):
     if pad != 0:
         parts.append("pad=%s" % ('"%s"' % pad if isinstance(pad, str) else list(pad) if isinstance(pad, tuple) else pad))
     if dil != 1:
-        parts.append("dilation=%s" % dil)
+        parts.append("dilation=%s" % (list(dil) if isinstance(dil, tuple) else dil))
     return "".join(", " + p for p in parts)
 
 
@@ -203,10 +203,20 @@ CONV_CASES = [  # x shape, w shape, stride, pad, dilation
     ((1, 2, 10, 10), (2, 2, 3, 3), 1, 2, 2),
     ((3, 4, 5, 5), (6, 4, 1, 1), 1, "valid", 1),
     ((1, 1, 4, 4), (1, 1, 4, 4), 1, "valid", 1),
+    # odd shapes for the lowerings: batch 1, one channel, a 5x5 kernel with
+    # stride 2; stride with dilation; a 1x1 kernel with stride 2 and one output
+    # channel; explicit padding with a dilated, non-square window
+    ((1, 1, 9, 9), (2, 1, 5, 5), 2, "same", 1),
+    ((1, 3, 8, 7), (2, 3, 3, 3), 2, "valid", 2),
+    ((2, 3, 6, 5), (1, 3, 1, 1), 2, 0, 1),
+    ((1, 3, 7, 7), (4, 3, 5, 3), 1, (2, 1), (1, 2)),
+    # padding wider than the window: kernel lowering sums slices even at stride 1
+    ((1, 2, 5, 4), (3, 2, 1, 1), 1, 1, 1),
 ]
 
 
 LOWERINGS = ("im2col", "kernel", "direct")
+THREADS = (1, 2)   # each lowering's checks run in kiln processes with these --threads
 
 
 def forward(S, rng):
@@ -218,8 +228,11 @@ def forward(S, rng):
         S.add("conv2d f64 %d" % i, [], "conv2d(%s, %s%s)" % (lit(x, "f64"), lit(w, "f64"), opt_str(st, pad, dil)),
               expect_close(want, rtol=1e-5, atol=1e-6))
         for low in LOWERINGS:
-            S.add("conv2d %d lowering=%s" % (i, low), [], "conv2d(%s, %s%s)" % (lit(x), lit(w), opt_str(st, pad, dil, low)),
-                  expect_close(want, rtol=1e-4, atol=1e-4))
+            for S.threads in THREADS:
+                S.add("conv2d %d lowering=%s threads=%d" % (i, low, S.threads), [],
+                      "conv2d(%s, %s%s)" % (lit(x), lit(w), opt_str(st, pad, dil, low)),
+                      expect_close(want, rtol=1e-4, atol=1e-4))
+            S.threads = None
     x = f32(rng.standard_normal((2, 3, 7, 6)))
     for k, st, pad in ((2, None, 0), (3, None, 0), (3, 2, 1), (2, 1, 0), ((2, 3), (2, 1), (1, 1)), (3, 1, "same")):
         o = ""
@@ -298,8 +311,10 @@ def gradients(S, rng):
         for low in LOWERINGS:
             expr = "conv2d(a, b%s)" % opt_str(st, pad, dil, low)
             for argnum in (0, 1):
-                T.op("grad conv2d %d lowering=%s d%s" % (i, low, "xw"[argnum]), expr, lambda a, b, out=out: out,
-                     [(x, "f64"), (w, "f64")], argnum=argnum)
+                for S.threads in THREADS:
+                    T.op("grad conv2d %d lowering=%s d%s threads=%d" % (i, low, "xw"[argnum], S.threads), expr,
+                         lambda a, b, out=out: out, [(x, "f64"), (w, "f64")], argnum=argnum)
+                S.threads = None
     x = f32(rng.standard_normal((2, 2, 6, 5)))
     for k, st, pad in ((2, None, 0), (3, 2, 1), (2, 1, 0)):
         o = "" if st is None else ", stride=%d" % st

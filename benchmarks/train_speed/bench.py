@@ -114,7 +114,8 @@ class Bench:
         self.py = a.python
         self.kiln = a.kiln
         self.bin = a.bindir
-        self.res = {"train": {}, "rss": {}, "infer": {}, "gemm": {}, "ew": {}, "conv": {}, "tta": {},
+        self.res = {"train": {}, "rss": {}, "infer": {}, "gemm": {}, "ew": {}, "conv": {}, "conv_layer": {}, "conv_pick": {},
+                    "tta": {},
                     "peak": {}, "peak_avx2": {}, "triad": {}, "failed": {}}
         self.failed = self.res["failed"]
 
@@ -217,9 +218,9 @@ class Bench:
         self.log(f"  {system:13s} {model:6s} T={threads}: time to {TARGET[model]:.1%}: "
                  f"{r['seconds'] if r['seconds'] is not None else 'not reached'} s, accuracy {r['accuracy']}")
 
-    def kiln_harness(self, threads, *args):
+    def kiln_harness(self, threads, *args, timeout=None):
         rc, out, err, _, _ = run_proc([os.path.join(self.bin, "kiln_harness"), str(threads)] + list(args),
-                                      threads, self.a.timeout)
+                                      threads, timeout or self.a.timeout)
         if rc:
             self.fail("kiln", "harness-" + args[0], why(rc, err, self.a.timeout))
         return out
@@ -228,6 +229,26 @@ class Bench:
         out = self.kiln_harness(threads, "infer", os.path.join(ROOT, "examples", f"{model}.kiln"))
         for b, ms in re.findall(r"^INFER (\d+) (\S+)", out, re.M):
             self.add("infer", (model, int(b), threads, "kiln"), float(ms))
+
+    # Each conv layer of the CNN and of a CIFAR-shaped variant in every lowering,
+    # forward and training share (the harness lists the layers), and the
+    # lowering Kiln's cost model (or a cached --tune decision) picks for it,
+    # read from `kiln ir`'s note on the layer.
+    def conv_layers(self, threads):
+        out = self.kiln_harness(threads, "conv", "im2col")   # cheap: just the list of layers and one lowering
+        for model, layer, c, hw, o, k, st in re.findall(r"^CONVLAYER (\S+) (\S+) (\d+) (\d+) (\d+) (\d+) (\d+)", out, re.M):
+            self.res["conv_layer"][(model, layer)] = (int(c), int(hw), int(o), int(k), int(st))
+            self.res["conv_pick"][(model, layer)] = self.conv_pick(int(c), int(hw), int(o), int(k), int(st))
+            lo = self.kiln_harness(threads, "conv", f"{model}/{layer}", timeout=max(self.a.timeout, 1200))
+            for low, pas, ms in re.findall(r"^CONV \S+ \S+ (\S+) (\S+) (\S+)", lo, re.M):
+                self.add("conv", (model, layer, low, pas, threads), float(ms))
+
+    def conv_pick(self, c, hw, o, k, stride):
+        prog = (f"input x : f32[B, {c}, {hw}, {hw}]\nparam K : f32[{o}, {c}, {k}, {k}] = he\n"
+                f"y = conv2d(x, K, stride={stride}, pad=\"same\")\n")
+        p = subprocess.run([self.kiln, "ir", "-e", prog], capture_output=True, text=True, cwd=WORKDIR)
+        m = re.search(r"conv2d \[[^]]*\] x \[[^]]*\]: (\w+)", p.stdout + p.stderr)
+        return m.group(1) if m else "?"
 
     # GEMM, elementwise chain, conv layers -----------------------------------
     def micro(self, system, threads):
@@ -239,9 +260,7 @@ class Bench:
             out = self.kiln_harness(threads, "ew")
             for g in re.findall(r"^EW (\S+)", out, re.M):
                 self.add("ew", (threads, "kiln"), float(g))
-            out = self.kiln_harness(threads, "conv")
-            for layer, low, ms in re.findall(r"^CONV (\S+) (\S+) (\S+)", out, re.M):
-                self.add("conv", (layer, low, threads), float(ms))
+            self.conv_layers(threads)
             return
         if system == "blis":
             rc, out, err, _, _ = run_proc([os.path.join(self.bin, "blis_gemm"), str(threads)] + sizes,
@@ -489,14 +508,24 @@ def report(res, a):
           + (f"{100 * ew[(t, 'kiln')] / triad[t]:.0f}%" if ew.get((t, 'kiln')) and triad.get(t) else "–") + " |")
     w("")
 
-    w("## Conv layers of the CNN: each lowering, forward, batch 128\n")
-    w("Kiln has one lowering today (im2col, then one GEMM over the whole batch), so it is both the only "
-      "row and the one the cost model picks; the table has a row per lowering for when there are more.\n")
-    w("| layer | shape | lowering | picked | threads | ms | GFLOP/s |")
-    w("|---|---|---|---|---|---|---|")
-    shapes = {"conv1": ("1→32, 28×28, 5×5", 2 * 1 * 32 * 28 * 28 * 25), "conv2": ("32→64, 14×14, 5×5", 2 * 32 * 64 * 14 * 14 * 25)}
-    for (layer, low, t), ms in sorted(conv.items()):
-        w(f"| {layer} | {shapes[layer][0]} | {low} | yes | {t} | {ms:.2f} | {128 * shapes[layer][1] / ms / 1e6:.1f} |")
+    w("## Conv layers of the CNN and a CIFAR-shaped variant: each lowering, batch 128\n")
+    w("Each layer alone (`pad=\"same\"`, bias added), forced to each lowering with `lowering=`: the forward pass, "
+      "and the layer's share of a training step (forward, input, weight and bias gradients). *picked* is the lowering "
+      "Kiln chooses for the layer (its cost model, or a cached `--tune` decision); picked/best is its time over the "
+      "fastest lowering's (target: at most 1.05). A lowering whose first run takes over 2 s is timed once.\n")
+    w("| model | layer | shape | pass | threads | im2col ms | kernel ms | direct ms | picked | picked/best |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    lows = ("im2col", "kernel", "direct")
+    for (model, layer), (c, hw, o, k, st) in sorted(res["conv_layer"].items()):
+        pick = res["conv_pick"].get((model, layer), "?")
+        for pas in ("fwd", "train"):
+            for t in th:
+                ms = {l: conv.get((model, layer, l, pas, t)) for l in lows}
+                have = [v for v in ms.values() if v]
+                pb = f"{ms[pick] / min(have):.2f}" if ms.get(pick) and have else "–"
+                shape = f"{c}→{o}, {hw}×{hw}, {k}×{k}" + (f", stride {st}" if st != 1 else "")
+                w(f"| {model} | {layer} | {shape} | {'forward' if pas == 'fwd' else 'training'} | {t} | "
+                  + " | ".join(f"{ms[l]:.2f}" if ms[l] else "–" for l in lows) + f" | {pick} | {pb} |")
     w("")
 
     w("## Systems that could not run\n")
@@ -603,7 +632,8 @@ def main():
         f.write(md)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({"|".join(map(str, k)) if isinstance(k, tuple) else str(k): v
-                   for tbl in ("train", "rss", "infer", "gemm", "ew", "conv", "tta", "peak", "peak_avx2", "triad")
+                   for tbl in ("train", "rss", "infer", "gemm", "ew", "conv", "conv_layer", "conv_pick", "tta", "peak",
+                               "peak_avx2", "triad")
                    for k, v in [((tbl,) + (kk if isinstance(kk, tuple) else (kk,)), vv) for kk, vv in res[tbl].items()]}
                   | {"failed": res["failed"], "versions": res["versions"], "seconds": res["seconds"]}, f, indent=1)
     try:

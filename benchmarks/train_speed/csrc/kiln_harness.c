@@ -5,7 +5,7 @@
 //   kiln_harness THREADS gemm N...          GEMM N GFLOPS
 //   kiln_harness THREADS ew                  EW GBS SECONDS
 //   kiln_harness THREADS infer MODEL.kiln    INFER B MILLISECONDS  (B = 1, 128)
-//   kiln_harness THREADS conv                CONV LAYER LOWERING MILLISECONDS
+//   kiln_harness THREADS conv [MODEL/LAYER...]  CONV MODEL LAYER LOWERING fwd|train MILLISECONDS
 //
 // Timings are medians over repetitions after one warm-up run.
 #include <kiln.h>
@@ -118,26 +118,83 @@ static void infer(kiln_ctx *k, const char *path) {
   free(text);
 }
 
-// Each conv layer of examples/cnn.kiln alone, forward, batch 128. Kiln has one
-// lowering (im2col + one GEMM over the batch), so the picked one is the only one.
-static void conv(kiln_ctx *k) {
-  check(k, kiln_exec(k, "conv", "import \"nn\"\n"
-                                "input x1 : f32[B, 1, 28, 28]\ninput x2 : f32[B, 32, 14, 14]\n"
-                                "c1 = conv(x1, 32, 5)\nc2 = conv(x2, 64, 5)\n"), "exec");
-  long B = 128;
-  struct { const char *name, *in, *out; long c, hw, oc; } L[] = {
-    {"conv1", "x1", "c1", 1, 28, 32}, {"conv2", "x2", "c2", 32, 14, 64}};
-  for (int i = 0; i < 2; i++) {
-    const char *outs[] = {L[i].out}, *ins[] = {L[i].in};
-    kiln_graph *g = kiln_compile(k, outs, 1, ins, 1);
-    check(k, !g, "compile");
-    long hw = L[i].hw;
-    float *x = filled(B * L[i].c * hw * hw), *y = malloc(B * L[i].oc * hw * hw * 4);
-    kiln_tensor in = {KILN_F32, 4, {B, L[i].c, hw, hw}, x};
-    kiln_tensor out = {KILN_F32, 4, {B, L[i].oc, hw, hw}, y};
-    printf("CONV %s im2col_gemm %.4f\n", L[i].name, 1e3 * time_run(k, g, &in, &out, 1.0));
-    free(x), free(y);
-    kiln_graph_free(g);
+// Each conv layer of examples/cnn.kiln and of a CIFAR-shaped variant alone,
+// batch 128, in every lowering (forced with lowering=): the forward pass, and
+// the layer's share of a training step (forward, input and weight gradients,
+// bias gradient). A lowering whose first run takes over 2 s is timed once.
+// The layers are printed first so bench.py can ask `kiln ir` which lowering
+// the cost model picks for each:
+//   CONVLAYER MODEL LAYER C HW O K STRIDE
+//   CONV MODEL LAYER LOWERING fwd|train MILLISECONDS
+static const struct { const char *model, *name; long c, hw, o, k, stride; } conv_layers[] = {
+  {"cnn", "conv1", 1, 28, 32, 5, 1},     {"cnn", "conv2", 32, 14, 64, 5, 1},
+  {"cifar", "conv1", 3, 32, 32, 5, 1},   {"cifar", "conv2", 32, 16, 64, 5, 1},
+  {"cifar", "conv1_3x3", 3, 32, 32, 3, 1}, {"cifar", "conv2_3x3", 32, 16, 64, 3, 1},
+  {"cifar", "conv3_64to8", 64, 8, 8, 3, 1}, {"cifar", "conv4_64to16_5x5", 64, 8, 16, 5, 1},
+};
+
+static double conv_time(const char *low, int threads, int train, long c, long hw, long o, long k, long stride) {
+  long B = 128, ohw = (hw + stride - 1) / stride;
+  char prog[1024];
+  snprintf(prog, sizeof prog,
+           "input x : f32[B, %ld, %ld, %ld]\ninput r : f32[B, %ld, %ld, %ld]\n"
+           "param K : f32[%ld, %ld, %ld, %ld] = he\nparam b : f32[%ld, 1, 1] = glorot\n"
+           "y = conv2d(x, K, stride=%ld, pad=\"same\", lowering=\"%s\") + b\n"
+           "loss = sum(y * r)\ndx = grad(loss, x)\ndK = grad(loss, K)\ndb = grad(loss, b)\n",
+           c, hw, hw, o, ohw, ohw, o, c, k, k, o, stride, low);
+  kiln_options opt = {.threads = threads, .seed = 1};
+  kiln_ctx *kc = kiln_new(&opt);
+  if (!kc) exit(1);
+  check(kc, kiln_exec(kc, "conv", prog), "exec");
+  const char *outs[] = {"y", "dx", "dK", "db"}, *ins[] = {"x", "r"};
+  int nout = train ? 4 : 1;
+  kiln_graph *g = kiln_compile(kc, outs, nout, ins, 2);
+  check(kc, !g, "compile");
+  float *x = filled(B * c * hw * hw), *r = filled(B * o * ohw * ohw);
+  kiln_tensor in[2] = {{KILN_F32, 4, {B, c, hw, hw}, x}, {KILN_F32, 4, {B, o, ohw, ohw}, r}}, out[4];
+  for (int i = 0; i < nout; i++) {
+    check(kc, kiln_output_shape(g, in, i, &out[i]), "output shape");
+    long n = 1;
+    for (int d = 0; d < out[i].ndim; d++) n *= out[i].shape[d];
+    out[i].data = malloc(n * sizeof(float));
+  }
+  double t0 = now();
+  check(kc, kiln_run(g, in, out), "run");
+  double ms = now() - t0 > 2 ? 1e3 * (now() - t0) : 1e3 * time_run(kc, g, in, out, 1.0);
+  for (int i = 0; i < nout; i++) free(out[i].data);
+  free(x), free(r);
+  kiln_graph_free(g);
+  kiln_free(kc);
+  return ms;
+}
+
+// Optional arguments: MODEL/LAYER names and lowerings to time (all by default).
+static void conv(int threads, int argc, char **argv) {
+  static const char *lows[] = {"im2col", "kernel", "direct"};
+  int some_layer = 0, some_low = 0;
+  for (int a = 0; a < argc; a++) {
+    int low = 0;
+    for (int l = 0; l < 3; l++) low |= !strcmp(argv[a], lows[l]);
+    some_low |= low;
+    some_layer |= !low;
+  }
+  for (size_t i = 0; i < sizeof conv_layers / sizeof *conv_layers; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "%s/%s", conv_layers[i].model, conv_layers[i].name);
+    int want = !some_layer;
+    for (int a = 0; a < argc; a++) want |= !strcmp(argv[a], id);
+    if (!want) continue;
+    long c = conv_layers[i].c, hw = conv_layers[i].hw, o = conv_layers[i].o, k = conv_layers[i].k, s = conv_layers[i].stride;
+    printf("CONVLAYER %s %s %ld %ld %ld %ld %ld\n", conv_layers[i].model, conv_layers[i].name, c, hw, o, k, s);
+    for (int l = 0; l < 3; l++)
+      for (int train = 0; train < 2; train++) {
+        int on = !some_low;
+        for (int a = 0; a < argc; a++) on |= !strcmp(argv[a], lows[l]);
+        if (!on) continue;
+        printf("CONV %s %s %s %s %.4f\n", conv_layers[i].model, conv_layers[i].name, lows[l], train ? "train" : "fwd",
+               conv_time(lows[l], threads, train, c, hw, o, k, s));
+        fflush(stdout);
+      }
   }
 }
 
@@ -150,7 +207,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "gemm")) gemm(k, argc - 3, argv + 3);
   else if (!strcmp(mode, "ew")) ew(k);
   else if (!strcmp(mode, "infer") && argc > 3) infer(k, argv[3]);
-  else if (!strcmp(mode, "conv")) conv(k);
+  else if (!strcmp(mode, "conv")) conv(opt.threads, argc - 3, argv + 3);
   else { fprintf(stderr, "kiln_harness: unknown mode %s\n", mode); return 2; }
   kiln_free(k);
   return 0;
