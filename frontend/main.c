@@ -42,7 +42,8 @@ static const char usage[] =
   "  --eval-examples N         quick check: evaluate on the first N examples only\n"
   "\n"
   "environment: KILN_CACHE_DIR (compile cache; empty disables), KILN_JIT=llvm|cc,\n"
-  "KILN_THREADS, KILN_LIB_DIR (where import finds libraries)\n";
+  "KILN_THREADS, KILN_LIB_DIR (where import finds libraries), KILN_GEMM=kiln|blis|loops,\n"
+  "KILN_DENORMALS=keep (IEEE subnormals instead of flushing them to zero)\n";
 
 typedef struct {
   const char *cmd, *file, *code, *after;

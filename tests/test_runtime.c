@@ -236,6 +236,36 @@ static void test_pool_workspace(void) {
     rt_free_ctx(NULL);
 }
 
+// Each item halves a small normal float into the subnormal range: with FTZ it is 0.
+static void halve_fn(void *ctx, int64_t lo, int64_t hi) {
+    volatile float *v = ctx;
+    for (int64_t i = lo; i < hi; i++) v[i] = v[i] * 0.25f;
+}
+
+static int denormals_flushed(int threads) {
+    KRt *rt = rt_new(threads);
+    float v[64];
+    for (int i = 0; i < 64; i++) v[i] = 1e-38f;   // normal; a quarter of it is not
+    rt_parallel_for(rt, halve_fn, v, 64, 1);
+    int flushed = 1;
+    for (int i = 0; i < 64; i++) flushed &= v[i] == 0;
+    rt_free_ctx(rt);
+    return flushed;
+}
+
+static void test_pool_denormals(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    volatile float before = 1e-38f, q = before * 0.25f;
+    check(q != 0, "this thread keeps gradual underflow before Kiln runs");
+    check(denormals_flushed(1) && denormals_flushed(3), "kernels flush denormals to zero, inline and on workers");
+    q = before * 0.25f;
+    check(q != 0, "the caller's floating-point environment is restored afterwards");
+    setenv("KILN_DENORMALS", "keep", 1);
+    check(!denormals_flushed(1) && !denormals_flushed(3), "KILN_DENORMALS=keep keeps them");
+    unsetenv("KILN_DENORMALS");
+#endif
+}
+
 static void empty_fn(void *ctx, int64_t lo, int64_t hi) {}
 
 static void test_pool_overhead(void) {
@@ -1032,6 +1062,7 @@ int main(int argc, char **argv) {
     test_pool_sleep();
     test_pool_callers();
     test_pool_workspace();
+    test_pool_denormals();
     test_pool_overhead();
     test_gemm();
     test_gemm_kernels();
