@@ -173,6 +173,49 @@ static int64_t const_prod(const Dim *d, int from, int to) {
   return p;
 }
 
+#define SUM_LANES 8
+
+// One element into the accumulator `a` (of type acc): argmax/argmin keep the
+// position, the others apply the op's C template ($0 the accumulator, $1 the value).
+static void reduce_step(Gen *g, Node *n, DType acc, const char *a, const char *v) {
+  DType vt = n->src[0]->dtype;
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
+    const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
+    // The first NaN wins, as in NumPy (and as max propagates NaN).
+    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
+    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
+    cg_line(g, "pos++;");
+    return;
+  }
+  const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
+  char expr[256]; size_t e = 0;
+  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
+    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "%s", a); p++; }
+    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
+    else expr[e++] = *p;
+  }
+  expr[e] = 0;
+  cg_line(g, "%s = %s;", a, expr);
+}
+
+// A reduction kernel's head: one row r of the output's leading kept axes [0, sp)
+// per iteration, unraveled once; the operand's index with those axes filled in,
+// and L, the C expression of the trailing kept block's size.
+static Index *reduce_begin(Gen *g, const Kernel *K, int k, const int *kept, const Dim *kshape, int nk, int sp,
+                           char *L, size_t Llen) {
+  Node *s = K->node->src[0];
+  begin_kernel(g, K, k);
+  Index *ix = cg_index(g, s->ndim, s->shape);
+  cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
+  g->ind++;
+  Index *rows = cg_index(g, sp, kshape);
+  strcpy(rows->lin, "r");
+  cg_need_idx(g, rows);
+  for (int i = 0; i < sp; i++) strcpy(ix->idx[kept[i]], rows->idx[i]);
+  cg_prod(L, Llen, kshape, sp, nk);
+  return ix;
+}
+
 // A short reduction per output with a block of kept inner axes (a window of
 // a direct convolution, a pooling window: C*KH*KW taps per pixel) runs
 // output-stationary: the block's accumulators in a local array, the reduced
@@ -189,15 +232,7 @@ static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char 
   char d[64], init[64], L[128], inner[128];
   Dim red[IR_MAXDIM];
   int nred = 0;
-  begin_kernel(g, K, k);
-  Index *ix = cg_index(g, s->ndim, s->shape);
-  cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
-  g->ind++;
-  Index *rows = cg_index(g, sp, kshape);
-  strcpy(rows->lin, "r");
-  cg_need_idx(g, rows);
-  for (int i = 0; i < sp; i++) strcpy(ix->idx[kept[i]], rows->idx[i]);
-  cg_prod(L, sizeof L, kshape, sp, nk);
+  Index *ix = reduce_begin(g, K, k, kept, kshape, nk, sp, L, sizeof L);
   acc_init(init, sizeof init, n, acc);
   cg_line(g, "%s acc[%s];", cg_ctype(acc), L);
   cg_line(g, "for (int64_t q = 0; q < %s; q++) acc[q] = %s;", L, init);
@@ -217,17 +252,7 @@ static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char 
     g->ind++;
   }
   ix->has_idx = 1;
-  const char *v = cg_value(g, s, ix);
-  const char *tpl = s->dtype == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
-  char expr[256];
-  size_t e = 0;
-  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
-    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "acc[q]"); p++; }
-    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
-    else expr[e++] = *p;
-  }
-  expr[e] = 0;
-  cg_line(g, "acc[q] = %s;", expr);
+  reduce_step(g, n, acc, "acc[q]", cg_value(g, s, ix));
   cg_line(g, "q++;");
   while (g->ind > 2) { g->ind--; cg_line(g, "}"); }
   cg_line(g, "for (int64_t q = 0; q < %s; q++) b%d[r*%s + q] = (%s)acc[q];", L, K->out, L, cg_ctype(n->dtype));
@@ -237,31 +262,6 @@ static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char 
   cg_prod(work, 128, kshape, 0, sp);
   cg_prod(inner, sizeof inner, red, 0, nred);
   snprintf(grain, 128, "(16384 / (%s*%s + 1) + 1)", L, inner);
-}
-
-#define SUM_LANES 8
-
-// One element into the accumulator: argmax/argmin keep the position, the others
-// apply the op's C template ($0 the accumulator, $1 the value).
-static void reduce_step(Gen *g, Node *n, DType acc, const char *v) {
-  DType vt = n->src[0]->dtype;
-  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
-    const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
-    // The first NaN wins, as in NumPy (and as max propagates NaN).
-    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
-    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
-    cg_line(g, "pos++;");
-    return;
-  }
-  const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
-  char expr[256]; size_t e = 0;
-  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
-    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "acc"); p++; }
-    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
-    else expr[e++] = *p;
-  }
-  expr[e] = 0;
-  cg_line(g, "acc = %s;", expr);
 }
 
 // Reduction: the output's leading kept axes are rows in parallel (unraveled
@@ -290,15 +290,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     reduce_taps_kernel(g, K, k, work, grain, kept, kshape, nk, sp, acc);
     return;
   }
-  begin_kernel(g, K, k);
-  Index *ix = cg_index(g, s->ndim, s->shape);
-  cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
-  g->ind++;
-  Index *rows = cg_index(g, sp, kshape);
-  strcpy(rows->lin, "r");
-  cg_need_idx(g, rows);
-  for (int i = 0; i < sp; i++) strcpy(ix->idx[kept[i]], rows->idx[i]);
-  cg_prod(L, sizeof L, kshape, sp, nk);
+  Index *ix = reduce_begin(g, K, k, kept, kshape, nk, sp, L, sizeof L);
   cg_line(g, "int64_t %s = r*%s;", cg_tmp(g, q), L);   // the output's index, counted up
   for (int i = sp; i < nk; i++) {
     cg_dim(d, sizeof d, kshape[i]);
@@ -348,7 +340,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     cg_line(g, "for (int64_t r%d = 0; r%d < %s; r%d++) {", last, last, d, last);
   }
   g->ind++;
-  reduce_step(g, n, acc, cg_value(g, s, ix));
+  reduce_step(g, n, acc, "acc", cg_value(g, s, ix));
   g->ind--;
   cg_line(g, "}");
   g->nmemo = mark;
