@@ -22,15 +22,18 @@ static const char prelude[] =
   "  int64_t c_rs, int64_t c_cs, float beta);\n"
   "extern void rt_gemm_f64(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const double *a, int64_t a_batch,\n"
   "  int64_t a_rs, int64_t a_cs, const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, double *c, int64_t c_batch,\n"
-  "  int64_t c_rs, int64_t c_cs, double beta);\n";
+  "  int64_t c_rs, int64_t c_cs, double beta);\n"
+  "typedef void (*EpiFn)(void *, int64_t, int64_t, int64_t, int64_t);\n"
+  "extern void rt_gemm_f32_epi(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, int64_t a_batch,\n"
+  "  int64_t a_rs, int64_t a_cs, const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, float *c, int64_t c_batch,\n"
+  "  int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n"
+  "extern void rt_gemm_f64_epi(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const double *a, int64_t a_batch,\n"
+  "  int64_t a_rs, int64_t a_cs, const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, double *c, int64_t c_batch,\n"
+  "  int64_t c_rs, int64_t c_cs, double beta, EpiFn epi, void *ctx);\n";
 
-static void begin_kernel(Gen *g, const Kernel *K, int k) {
+// The kernel's buffers as local pointers (A: the Args).
+static void declare_buffers(Gen *g, const Kernel *K) {
   const Schedule *s = g->s;
-  str_put(g->out, "\n// k%d: %s %s\nstatic void kern%d(void *vp, int64_t lo, int64_t hi) {\n", k,
-          ir_ops[K->node->op].name, K->copy ? "(copy)" : "", k);
-  g->ind = 1;
-  cg_line(g, "const Args *A = vp;");
-  cg_line(g, "const int64_t *D = A->D; (void)D;");
   // restrict lets Clang vectorize; an in-place kernel's output aliases an input.
   const char *rq = K->inplace ? "" : " restrict";
   Node *o = s->bufs[K->out].node;
@@ -40,6 +43,15 @@ static void begin_kernel(Gen *g, const Kernel *K, int k) {
     if (b == K->out) continue;
     cg_line(g, "const %s *%s b%d = A->b[%d];", cg_ctype(s->bufs[b].node->dtype), rq, b, b);
   }
+}
+
+static void begin_kernel(Gen *g, const Kernel *K, int k) {
+  str_put(g->out, "\n// k%d: %s %s\nstatic void kern%d(void *vp, int64_t lo, int64_t hi) {\n", k,
+          ir_ops[K->node->op].name, K->copy ? "(copy)" : "", k);
+  g->ind = 1;
+  cg_line(g, "const Args *A = vp;");
+  cg_line(g, "const int64_t *D = A->D; (void)D;");
+  declare_buffers(g, K);
 }
 
 static void end_kernel(Gen *g) {
@@ -451,6 +463,59 @@ static void matmul_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   snprintf(grain, 128, "(65536 / (%s*%s + 1) + 1)", N, KK);
 }
 
+// The epilogue of matmul k (epilogue.c): its kernels, one after the other, on
+// each row of a finished block of the product that rt_gemm_*_epi hands over
+// while it is in cache. A kernel there has the product's shape and reads the
+// group's buffers at the element it writes, so the element's index is the
+// product's: the row unraveled once per row, the column counted up. E->base:
+// where this rt_gemm call's C starts in the product's buffer.
+static void epi_kernel(Gen *g, int k) {
+  const Schedule *s = g->s;
+  Node *n = s->ks[k].node;
+  int nd = n->ndim;
+  char N[64];
+  cg_dim(N, sizeof N, n->shape[nd - 1]);
+  str_put(g->out, "\n// k%d's epilogue: k%d-k%d on each finished block of the product\n", k, k + 1, k + s->ks[k].nepi);
+  str_put(g->out, "static void kern%d_epi(void *vp, int64_t off, int64_t rs, int64_t rows, int64_t cols) {\n", k);
+  g->ind = 1;
+  cg_line(g, "const Epi *E = vp;");
+  cg_line(g, "const Args *A = E->A;");
+  cg_line(g, "const int64_t *D = A->D; (void)D;");
+  // A row of the block is one row of the product, unless rt_gemm merged a batch
+  // into its columns: then it is cut where the product's rows end.
+  cg_line(g, "for (int64_t er = 0; er < rows; er++)");
+  cg_line(g, "for (int64_t ec0 = 0, en; ec0 < cols; ec0 += en) {");
+  g->ind++;
+  cg_line(g, "const int64_t eL0 = E->base + off + er*rs + ec0, erow = eL0 / %s, ej0 = eL0 %% %s; (void)erow;", N, N);
+  cg_line(g, "en = cols - ec0 < %s - ej0 ? cols - ec0 : %s - ej0;", N, N);
+  Index *rows = cg_index(g, nd - 1, n->shape);
+  strcpy(rows->lin, "erow");
+  cg_need_idx(g, rows);
+  for (int j = k + 1; j <= k + s->ks[k].nepi; j++) {
+    const Kernel *K = &s->ks[j];
+    cg_line(g, "{  // k%d: %s", j, ir_ops[K->node->op].name);
+    g->ind++;
+    declare_buffers(g, K);
+    cg_line(g, "for (int64_t ec = 0; ec < en; ec++) {");
+    g->ind++;
+    cg_line(g, "const int64_t eL = eL0 + ec, ej = ej0 + ec; (void)ej;");
+    Index *ix = cg_index(g, nd, n->shape);
+    strcpy(ix->lin, "eL");
+    for (int d = 0; d < nd - 1; d++) strcpy(ix->idx[d], rows->idx[d]);
+    strcpy(ix->idx[nd - 1], "ej");
+    ix->has_idx = 1;
+    g->nmemo = 0;   // the last kernel's temporaries are out of scope
+    cg_line(g, "b%d[eL] = %s;", K->out, cg_compute(g, K->node, ix));
+    g->ind--;
+    cg_line(g, "}");
+    g->ind--;
+    cg_line(g, "}");
+  }
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+}
+
 // Matrix product through the runtime (lower.c's MM_GEMM): a function the host
 // calls, one rt_gemm_* call whose batch is the last batch axis (in a loop over
 // any batch axes before it). Operands are read through their views' strides,
@@ -458,21 +523,28 @@ static void matmul_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
 static void gemm_kernel(Gen *g, const Kernel *K, int k) {
   Node *n = K->node, *a = n->src[0], *bm = n->src[1];
   int nd = n->ndim, x = nd - 3;   // x: rt_gemm's batch axis
-  const char *T = cg_ctype(n->dtype), *fn = n->dtype == DT_F64 ? "rt_gemm_f64" : "rt_gemm_f32";
-  char M[64], N[64], KK[64], B[64], mn[128], outer[128], d[64];
+  int f64 = n->dtype == DT_F64;
+  const char *T = cg_ctype(n->dtype), *fn = f64 ? "rt_gemm_f64" : "rt_gemm_f32";
+  char M[64], N[64], KK[64], B[64], mn[128], outer[128], d[64], fnx[32], tail[64];
   cg_dim(M, sizeof M, n->shape[nd - 2]);
   cg_dim(N, sizeof N, n->shape[nd - 1]);
   cg_dim(KK, sizeof KK, a->shape[nd - 1]);
   cg_prod(mn, sizeof mn, n->shape, nd - 2, nd);
+  // With an epilogue, the _epi entry point and the hook after beta.
+  snprintf(fnx, sizeof fnx, "%s%s", fn, K->nepi ? "_epi" : "");
+  snprintf(tail, sizeof tail, K->nepi ? ", kern%d_epi, &E" : "", k);
+  if (K->nepi) epi_kernel(g, k);
   str_put(g->out, "\n// k%d: matmul (gemm)\nstatic void kern%d_gemm(void *rt, const Args *A) {\n", k, k);
   g->ind = 1;
   cg_line(g, "const int64_t *D = A->D; (void)D;");
   cg_line(g, "%s *c = A->b[%d];", T, K->out);
+  if (K->nepi) cg_line(g, "Epi E = {A, 0};");
   int ba = declare_view(g, a, "a");
   int bb = declare_view(g, bm, "b");
   cg_line(g, "const %s *pa = A->b[%d], *pb = A->b[%d];", T, ba, bb);
   if (nd == 2) {
-    cg_line(g, "%s(rt, 1, %s, %s, %s, pa + aoff, 0, as0, as1, pb + boff, 0, bs0, bs1, c, 0, %s, 1, 0);", fn, M, N, KK, N);
+    cg_line(g, "%s(rt, 1, %s, %s, %s, pa + aoff, 0, as0, as1, pb + boff, 0, bs0, bs1, c, 0, %s, 1, 0%s);", fnx, M, N, KK,
+            N, tail);
     end_kernel(g);
     return;
   }
@@ -486,34 +558,44 @@ static void gemm_kernel(Gen *g, const Kernel *K, int k) {
       cg_dim(d, sizeof d, n->shape[y]);
       cg_line(g, "{ int64_t i = q %% %s; q /= %s; ao += i*as%d; bo += i*bs%d; }", d, d, y, y);
     }
-    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + ao, as%d, as%d, as%d, pb + bo, bs%d, bs%d, bs%d,", fn, B, M, N, KK, x,
+    if (K->nepi) cg_line(g, "E.base = o*%s*%s;", B, mn);
+    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + ao, as%d, as%d, as%d, pb + bo, bs%d, bs%d, bs%d,", fnx, B, M, N, KK, x,
             x + 1, x + 2, x, x + 1, x + 2);
-    cg_line(g, "    c + o*%s*%s, %s, %s, 1, 0);", B, mn, mn, N);
+    cg_line(g, "    c + o*%s*%s, %s, %s, 1, 0%s);", B, mn, mn, N, tail);
     g->ind--;
     cg_line(g, "}");
   } else {
-    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + aoff, as0, as1, as2, pb + boff, bs0, bs1, bs2, c, %s, %s, 1, 0);", fn, B, M,
-            N, KK, mn, N);
+    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + aoff, as0, as1, as2, pb + boff, bs0, bs1, bs2, c, %s, %s, 1, 0%s);", fnx, B,
+            M, N, KK, mn, N, tail);
   }
   end_kernel(g);
 }
 
+static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain);
+
 // The host's call of a matrix product kernel, by lower.c's strategy; MM_BY_SIZE
-// emits both lowerings and picks one by the product's size at run time.
+// emits both lowerings and picks one by the product's size at run time. The
+// kernels of an epilogue run inside the GEMM's call, or after the loops.
 static void matmul_host(Gen *g, Str *host, const Kernel *K, int k) {
   char work[128], grain[128], size[256];
   if (K->strategy != MM_GEMM) matmul_kernel(g, K, k, work, grain);
   if (K->strategy != MM_LOOPS) gemm_kernel(g, K, k);
   if (K->strategy == MM_GEMM) {
     str_put(host, "  kern%d_gemm(rt, &A);\n", k);
-  } else if (K->strategy == MM_BY_SIZE) {
+    return;
+  }
+  if (K->strategy == MM_BY_SIZE) {
     Dim f[IR_MAXDIM + 3];
     cg_prod(size, sizeof size, f, 0, sched_mm_work(K->node, f));
     str_put(host, "  if (%s >= %" PRId64 ") kern%d_gemm(rt, &A);\n", size, K->gemm_from, k);
-    str_put(host, "  else rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
-  } else {
-    str_put(host, "  rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
+    str_put(host, "  else {\n  ");
   }
+  str_put(host, "  rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
+  for (int j = k + 1; j <= k + K->nepi; j++) {
+    ew_kernel(g, &g->s->ks[j], j, work, grain);
+    str_put(host, "    rt_parallel_for(rt, kern%d, &A, %s, %s);\n", j, work, grain);
+  }
+  if (K->strategy == MM_BY_SIZE) str_put(host, "  }\n");
 }
 
 // Row ops along one axis: max, sum of exponentials, then the op's output.
@@ -635,6 +717,7 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
   memset(cs, 0, sizeof *cs);
   str_put(&body, "%s", prelude);
   str_put(&body, "typedef struct { const int64_t *D; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
+  str_put(&body, "typedef struct { const Args *A; int64_t base; } Epi;   // an epilogue's context\n");
   emit_layout(s, &host);
   str_put(&host, "\nstatic void run(void *rt, const int64_t *D, void **in, void **cst, void **out) {\n");
   str_put(&host, "  Args A; A.D = D; (void)in; (void)cst; (void)out;\n");
@@ -651,7 +734,7 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
     switch (K->kind) {
     case KS_EW: ew_kernel(&g, K, k, work, grain); break;
     case KS_REDUCE: reduce_kernel(&g, K, k, work, grain); break;
-    case KS_MATMUL: matmul_host(&g, &host, K, k); continue;
+    case KS_MATMUL: matmul_host(&g, &host, K, k); k += K->nepi; continue;
     case KS_ROW: row_kernel(&g, K, k, work, grain); break;
     case KS_SCATTER: scatter_kernel(&g, K, k, work, grain); break;
     }

@@ -17,7 +17,11 @@ int pipe_stage_ok(const char *name) {
 
 // rt_gemm_* is always there: Kiln's packed f32 GEMM (any x86-64: AVX-512, AVX2 or
 // C micro-kernels), BLIS for f64 when built with it, blocked loops otherwise.
-LowerOpts pipe_lower_opts(void) { return (LowerOpts){.gemm = 1}; }
+// Epilogue fusion is on unless KILN_FUSE_EPILOGUE=0 (for comparing the two).
+LowerOpts pipe_lower_opts(void) {
+  const char *e = getenv("KILN_FUSE_EPILOGUE");
+  return (LowerOpts){.gemm = 1, .epilogue = !(e && !strcmp(e, "0"))};
+}
 
 // ---- kiln ir --stats ---------------------------------------------------------------
 // Sizes in bytes as polynomials in the symbolic dimensions: a term per
@@ -142,7 +146,10 @@ static void print_stats(FILE *f, const Schedule *s) {
     if (K->kind != KS_MATMUL) continue;
     fprintf(f, "matmul k%d ", k);
     ir_print_shape(f, s->ctx, K->node);
-    fprintf(f, ": %s\n", K->why[0] ? K->why : "loops");
+    fprintf(f, ": %s", K->why[0] ? K->why : "loops");
+    if (K->nepi == 1) fprintf(f, "; epilogue k%d", k + 1);
+    if (K->nepi > 1) fprintf(f, "; epilogue k%d-k%d", k + 1, k + K->nepi);
+    fputc('\n', f);
   }
 }
 
@@ -167,6 +174,8 @@ static JitSymbol runtime_symbols[] = {
   {"rt_rand_normal_f64", (void *)rt_rand_normal_f64},
   {"rt_gemm_f32", (void *)rt_gemm_f32},
   {"rt_gemm_f64", (void *)rt_gemm_f64},
+  {"rt_gemm_f32_epi", (void *)rt_gemm_f32_epi},
+  {"rt_gemm_f64_epi", (void *)rt_gemm_f64_epi},
 };
 
 Jit *pipe_jit_new(char *err, size_t errlen) {
@@ -185,6 +194,8 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   if (stop_at(p, "fuse", g, s)) { sched_free(s); return NULL; }
   pass_lower(s, &p->lower);
   if (stop_at(p, "lower", g, s)) { sched_free(s); return NULL; }
+  if (p->lower.epilogue) pass_epilogue(s);
+  if (stop_at(p, "epilogue", g, s)) { sched_free(s); return NULL; }
   pass_plan(s);
   if (stop_at(p, "plan", g, s)) { sched_free(s); return NULL; }
   if (p->dump_after && !strcmp(p->dump_after, PIPE_STATS)) { print_stats(p->dump, s); sched_free(s); return NULL; }

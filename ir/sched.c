@@ -49,6 +49,32 @@ int sched_mm_work(const Node *mm, Dim *factors) {
   return n;
 }
 
+static int aligned(const Schedule *s, Node *n, Node *b, int top) {
+  if (!top && n == b) return 1;
+  if (!top && sched_buf(s, n) >= 0) return 1;    // another buffer: no constraint
+  int k = ir_ops[n->op].kind;
+  if (!top && k != K_EW && k != K_LEAF) {
+    // A view or anything else that might read b at another index.
+    int c;
+    Node **order = ir_topo(s->ctx, &n, 1, &c);
+    int touches = 0;
+    for (int i = 0; i < c && !touches; i++) touches = order[i] == b;
+    free(order);
+    return !touches;
+  }
+  if (top && k != K_EW) return 0;
+  for (int i = 0; i < n->nsrc; i++) {
+    if (n->src[i] == b) {
+      if (!ir_shape_eq(n->src[i], n) && !top) return 0;
+      continue;
+    }
+    if (!aligned(s, n->src[i], b, 0)) return 0;
+  }
+  return 1;
+}
+
+int sched_reads_aligned(const Schedule *s, Node *root, Node *b) { return aligned(s, root, b, 1); }
+
 static const char *kind_name[] = {"elementwise", "reduce", "matmul", "row", "scatter"};
 static const char *buf_kind[] = {"in", "const", "out", "tmp"};
 
@@ -69,6 +95,7 @@ void sched_print(FILE *f, const Schedule *s) {
     for (int r = 0; r < K->nreads; r++) fprintf(f, " buf%d", K->reads[r]);
     if (K->inplace) fprintf(f, " (in place)");
     if (K->why[0]) fprintf(f, " [%s]", K->why);
+    if (K->epi_of) fprintf(f, " [epilogue of k%d]", K->epi_of - 1);
     fputs("\n    ", f);
     ir_print_node(f, c, K->node);
   }

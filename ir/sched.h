@@ -29,6 +29,8 @@ typedef struct {
   int *reads; int nreads;   // buffers read
   int inplace;       // writes over the buffer of reads[inplace-1] (plan.c), 0 if not
   int copy;          // copies node's own buffer into an output buffer
+  int nepi;          // KS_MATMUL: the next nepi kernels run as its GEMM's epilogue (epilogue.c)
+  int epi_of;        // 1 + the index of the matmul whose epilogue runs this kernel, 0 if none
 } Kernel;
 
 typedef struct {
@@ -57,6 +59,10 @@ int sched_mm_shared_rhs(const Node *mm);
 // The multiply-adds of one rt_gemm product of matmul mm, as dimensions to multiply:
 // [batch axes...,] m, n, k, with the batch axes when sched_mm_shared_rhs. Returns the count.
 int sched_mm_work(const Node *mm, Dim *factors);
+// True if every path from root (a kernel's expression) to buffer node b goes
+// through elementwise ops of b's shape only: the kernel reads element i of b
+// exactly when it writes its own element i (b may be absent: then true).
+int sched_reads_aligned(const Schedule *s, Node *root, Node *b);
 static inline int sched_buf(const Schedule *s, const Node *n) { return n->id < s->nid ? s->buf_of[n->id] : -1; }
 void sched_print(FILE *f, const Schedule *s);
 void sched_free(Schedule *s);

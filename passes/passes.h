@@ -37,8 +37,10 @@ Schedule *pass_fuse(IrCtx *c, IrGraph *g);       // fusion into kernels
 // asks; passes do not include runtime headers).
 typedef struct {
   int gemm;          // large products go to rt_gemm_* (0: every product is generated loops)
+  int epilogue;      // pass_epilogue runs (the pipeline's choice; KILN_FUSE_EPILOGUE=0 turns it off)
 } LowerOpts;
 void pass_lower(Schedule *s, const LowerOpts *o); // lowering strategy per kernel
+void pass_epilogue(Schedule *s);                  // elementwise consumers of a GEMM run as its epilogue
 void pass_plan(Schedule *s);                      // liveness-based buffer reuse, in place where safe
 
 #endif

@@ -30,6 +30,12 @@
 // kernel always writes rows; any other C (and every edge tile) goes through a
 // small buffer. beta == 0 never reads C.
 //
+// The epilogue (rt_gemm_*_epi, for compiled graphs' fused bias, activation
+// and optimizer updates): after a block's last KC panel, each strip of mr
+// finished rows goes to the hook while it is in L1; with C computed as C^T a
+// strip would be mr columns of the caller's C, so the whole block goes
+// instead. The BLIS and loops paths call it after each tile.
+//
 // Threading. Kiln's pool is the only set of threads: a product is cut into
 // tiles (batch items times a grid of row and column blocks, the same number
 // for every pool thread), and each pool thread runs its share of the tiles,
@@ -78,13 +84,6 @@ int rt_have_blis(void) {
 // A tile smaller than this many multiply-adds is not worth another thread.
 #define TILE_MIN_WORK (1 << 16)
 
-// The epilogue hook: called once per finished block of C (rows [i0, i1), columns
-// [j0, j1) of the product whose C starts at c, in the caller's orientation) after
-// its last KC panel, while the block is still in cache. Not used by codegen yet: it
-// is where a fused bias or activation will go.
-typedef void (*GemmEpilogue)(void *ctx, float *c, int64_t c_rs, int64_t c_cs, int64_t i0, int64_t i1, int64_t j0,
-                             int64_t j1);
-
 // One call: batch products of m x k by k x n, strides in elements.
 typedef struct {
     int f64;
@@ -103,8 +102,9 @@ typedef struct {
     int64_t a_pack, slot_floats, nslots, nbatch;   // floats per slot, A's first
     int transposed;   // computing C^T = B^T A^T (C was column-major)
     int direct_a;   // A is row-major: its whole micro-panels are read in place
-    GemmEpilogue epi;
+    RtGemmEpilogue epi;   // rt.h's hook, NULL if none
     void *epi_ctx;
+    int64_t e_rs, e_cs;   // the caller's strides of C (after a batch merge), for the hook
 } Gemm;
 
 // c = beta*c + a @ b over one tile, as plain loops: blocked over k and the
@@ -287,30 +287,46 @@ static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, flo
 // 1.3x faster).
 #define NARROW_B_PANELS 2
 
+static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+
 // The block [ic, ic+mb) x [jc, jc+nb) of a tile for one KC panel (A at the
-// block's first row and the panel's first k, pb packed).
+// block's first row and the panel's first k, pb packed); (p, ci, cj): the
+// block's product and first element, for the epilogue after the last panel
+// (last), which runs per strip of mr finished rows while they are in L1.
 static void block(const Gemm *g, float *pa, const float *pb, const float *a, float *c, int64_t mb, int64_t nb,
-                  int64_t kb, int acc) {
+                  int64_t kb, int acc, int64_t p, int64_t ci, int64_t cj, int last) {
     const GemmKern *kn = g->kern;
     int64_t crs = g->c_rs, ccs = g->c_cs;
     int64_t whole = g->direct_a ? mb / kn->mr * kn->mr : 0;   // rows read in place
     if (mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
-    for (int64_t ir = 0; ir < mb; ir += kn->mr)
+    for (int64_t ir = 0; ir < mb; ir += kn->mr) {
         for (int64_t jr = 0; jr < nb; jr += kn->nr) {
             Panel ap = {pa + (ir - whole) * kb, kn->mr, 1};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs};
             micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, min64(kn->mr, mb - ir),
                   min64(kn->nr, nb - jr), acc);
         }
+        // A strip of C^T is mr columns of the caller's C: too narrow to sweep, so
+        // a transposed problem's epilogue runs per block instead (packed_tile).
+        if (last && !g->transposed) finish(g, p, ci + ir, ci + min64(ir + kn->mr, mb), cj, cj + nb);
+    }
 }
 
-// The epilogue of a finished block of C, whose product's C starts at c.
-static void finish(const Gemm *g, float *c, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    if (!g->epi) return;
-    if (g->transposed)   // c points at C^T: give the hook the caller's view
-        g->epi(g->epi_ctx, c, g->c_cs, g->c_rs, j0, j1, i0, i1);
-    else
-        g->epi(g->epi_ctx, c, g->c_rs, g->c_cs, i0, i1, j0, j1);
+// The epilogue of rows [i0, i1) x columns [j0, j1) of product p, finished (in the
+// problem's orientation; the hook gets the caller's).
+static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    if (!g->epi || i1 <= i0 || j1 <= j0) return;
+    if (g->transposed) {
+        int64_t t0 = i0, t1 = i1;
+        i0 = j0, i1 = j1, j0 = t0, j1 = t1;
+    }
+    int64_t off = p * g->c_batch + i0 * g->e_rs + j0 * g->e_cs;
+    if (g->e_cs == 1 || j1 - j0 == 1) {
+        g->epi(g->epi_ctx, off, g->e_rs, i1 - i0, j1 - j0);
+        return;
+    }
+    for (int64_t i = 0; i < i1 - i0; i++)
+        for (int64_t j = 0; j < j1 - j0; j++) g->epi(g->epi_ctx, off + i * g->e_rs + j * g->e_cs, 1, 1, 1);
 }
 
 // One tile, rows [i0, i0+mt) and columns [j0, j0+nt) of product p, with the
@@ -328,7 +344,7 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
         if (g->beta == 0)
             for (int64_t i = 0; i < mt; i++)
                 for (int64_t j = 0; j < nt; j++) c[i * crs + j * ccs] = 0;
-        finish(g, c0, i0, i0 + mt, j0, j0 + nt);
+        finish(g, p, i0, i0 + mt, j0, j0 + nt);
         return;
     }
     for (int64_t jc = 0; jc < nt; jc += g->nc) {
@@ -339,8 +355,9 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
             pack_b(kn->nr, kb, nb, b + pc * g->b_rs + jc * g->b_cs, g->b_rs, g->b_cs, pb);
             for (int64_t ic = 0; ic < mt; ic += g->mc) {
                 int64_t mb = min64(g->mc, mt - ic);
-                block(g, pa, pb, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, acc);
-                if (last) finish(g, c0, i0 + ic, i0 + ic + mb, j0 + jc, j0 + jc + nb);
+                block(g, pa, pb, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, acc, p,
+                      i0 + ic, j0 + jc, last);
+                if (last && g->transposed) finish(g, p, i0 + ic, i0 + ic + mb, j0 + jc, j0 + jc + nb);
             }
         }
     }
@@ -453,6 +470,7 @@ static void run_tiles(void *ctx, int64_t lo, int64_t hi) {
         int64_t i0 = t / g->tn * g->mb, j0 = t % g->tn * g->nb;
         int64_t mt = g->m - i0 < g->mb ? g->m - i0 : g->mb, nt = g->n - j0 < g->nb ? g->n - j0 : g->nb;
         tile(g, p, i0, mt, j0, nt);
+        finish(g, p, i0, i0 + mt, j0, j0 + nt);
     }
 }
 
@@ -516,6 +534,7 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     unit_axes(g->m, g->k, &g->a_rs, &g->a_cs);
     unit_axes(g->k, g->n, &g->b_rs, &g->b_cs);
     unit_axes(g->m, g->n, &g->c_rs, &g->c_cs);
+    g->e_rs = g->c_rs, g->e_cs = g->c_cs;
     int kind = rt_gemm_kind(rt);
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
         Gemm t = *g;
@@ -529,20 +548,35 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     rt_parallel_for(rt, run_tiles, g, batch * g->tm * g->tn, 1);
 }
 
+void rt_gemm_f32_epi(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, int64_t a_batch,
+                     int64_t a_rs, int64_t a_cs, const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, float *c,
+                     int64_t c_batch, int64_t c_rs, int64_t c_cs, float beta, RtGemmEpilogue epi, void *ctx) {
+    Gemm g = {.f64 = 0, .m = m, .n = n, .k = k, .a = a, .b = b, .c = c, .a_batch = a_batch, .a_rs = a_rs,
+              .a_cs = a_cs, .b_batch = b_batch, .b_rs = b_rs, .b_cs = b_cs, .c_batch = c_batch, .c_rs = c_rs,
+              .c_cs = c_cs, .beta = beta, .epi = epi, .epi_ctx = ctx};
+    gemm(rt, &g, batch);
+}
+
+void rt_gemm_f64_epi(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const double *a, int64_t a_batch,
+                     int64_t a_rs, int64_t a_cs, const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,
+                     double *c, int64_t c_batch, int64_t c_rs, int64_t c_cs, double beta, RtGemmEpilogue epi,
+                     void *ctx) {
+    Gemm g = {.f64 = 1, .m = m, .n = n, .k = k, .a = a, .b = b, .c = c, .a_batch = a_batch, .a_rs = a_rs,
+              .a_cs = a_cs, .b_batch = b_batch, .b_rs = b_rs, .b_cs = b_cs, .c_batch = c_batch, .c_rs = c_rs,
+              .c_cs = c_cs, .beta = beta, .epi = epi, .epi_ctx = ctx};
+    gemm(rt, &g, batch);
+}
+
 void rt_gemm_f32(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, int64_t a_batch,
                  int64_t a_rs, int64_t a_cs, const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, float *c,
                  int64_t c_batch, int64_t c_rs, int64_t c_cs, float beta) {
-    Gemm g = {.f64 = 0, .m = m, .n = n, .k = k, .a = a, .b = b, .c = c, .a_batch = a_batch, .a_rs = a_rs,
-              .a_cs = a_cs, .b_batch = b_batch, .b_rs = b_rs, .b_cs = b_cs, .c_batch = c_batch, .c_rs = c_rs,
-              .c_cs = c_cs, .beta = beta};
-    gemm(rt, &g, batch);
+    rt_gemm_f32_epi(rt, batch, m, n, k, a, a_batch, a_rs, a_cs, b, b_batch, b_rs, b_cs, c, c_batch, c_rs, c_cs, beta,
+                    NULL, NULL);
 }
 
 void rt_gemm_f64(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const double *a, int64_t a_batch,
                  int64_t a_rs, int64_t a_cs, const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, double *c,
                  int64_t c_batch, int64_t c_rs, int64_t c_cs, double beta) {
-    Gemm g = {.f64 = 1, .m = m, .n = n, .k = k, .a = a, .b = b, .c = c, .a_batch = a_batch, .a_rs = a_rs,
-              .a_cs = a_cs, .b_batch = b_batch, .b_rs = b_rs, .b_cs = b_cs, .c_batch = c_batch, .c_rs = c_rs,
-              .c_cs = c_cs, .beta = beta};
-    gemm(rt, &g, batch);
+    rt_gemm_f64_epi(rt, batch, m, n, k, a, a_batch, a_rs, a_cs, b, b_batch, b_rs, b_cs, c, c_batch, c_rs, c_cs, beta,
+                    NULL, NULL);
 }

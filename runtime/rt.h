@@ -105,6 +105,25 @@ void rt_gemm_f64(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
                  const double *a, int64_t a_batch, int64_t a_rs, int64_t a_cs,
                  const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,
                  double *c, int64_t c_batch, int64_t c_rs, int64_t c_cs, double beta);
+// An epilogue: the same product, and epi(ctx, off, rs, rows, cols) is called once for
+// every block of C whose final values are in place, while the block is still in cache:
+// rows x cols elements, element (r, q) of the block at c[off + r*rs + q*c_cs] with
+// c_cs == 1 (a C with other column strides gets one call per element, rows = cols = 1).
+// The blocks cover every element of every product exactly once, calls come from the pool's
+// threads concurrently (on disjoint blocks), and an element is final before its block's
+// call. Compiled graphs put the elementwise kernels that follow a product (bias,
+// activation, an optimizer's update) here, so they read the product where it was written.
+typedef void (*RtGemmEpilogue)(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols);
+void rt_gemm_f32_epi(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
+                     const float *a, int64_t a_batch, int64_t a_rs, int64_t a_cs,
+                     const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,
+                     float *c, int64_t c_batch, int64_t c_rs, int64_t c_cs, float beta,
+                     RtGemmEpilogue epi, void *ctx);
+void rt_gemm_f64_epi(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
+                     const double *a, int64_t a_batch, int64_t a_rs, int64_t a_cs,
+                     const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs,
+                     double *c, int64_t c_batch, int64_t c_rs, int64_t c_cs, double beta,
+                     RtGemmEpilogue epi, void *ctx);
 // 1 if this runtime was built with BLIS (meson option blis), 0 if rt_gemm_* is the loops.
 int rt_have_blis(void);
 

@@ -899,6 +899,78 @@ static void run_pool_grad_case(const char *dir, int update) {
   ir_ctx_free(c);
 }
 
+// ---- epilogue fusion: the schedule after lower, epilogue and plan, golden ----------------
+// A two-layer network's training step with a momentum-free SGD whose rate is
+// a scalar kernel (a step counter cast to f32, as Adam's bias corrections are):
+// the bias and relu join the forward products' epilogues, the relu masks the
+// backward products', the updates the weight gradients' (after the scalar is
+// hoisted above the product). The plan keeps each group's buffers apart: what
+// a GEMM or its epilogue reads is never overwritten by the epilogue, which runs
+// while other threads still compute other blocks.
+static int epilogue_plan_ok(const Schedule *s, char *why, size_t len) {
+  for (int m = 0; m < s->nk; m++) {
+    const Kernel *M = &s->ks[m];
+    if (!M->nepi) continue;
+    int lo = m, hi = m + M->nepi;
+    for (int k = lo + 1; k <= hi; k++) {
+      const Kernel *K = &s->ks[k];
+      if (K->epi_of != m + 1 || K->kind != KS_EW || !ir_shape_eq(K->node, M->node))
+        return snprintf(why, len, "k%d is not an elementwise kernel of k%d's shape", k, m), 0;
+    }
+    for (int k = lo; k <= hi; k++)
+      for (int r = 0; r < s->ks[k].nreads; r++) {
+        const Buffer *in = &s->bufs[s->ks[k].reads[r]];
+        if (in->kind != BUF_TEMP || (in->first >= lo && in->first <= hi)) continue;
+        for (int j = lo; j <= hi; j++) {
+          const Buffer *o = &s->bufs[s->ks[j].out];
+          if (o->kind == BUF_TEMP && o->slot == in->slot)
+            return snprintf(why, len, "k%d writes slot %d, which k%d reads", j, o->slot, k), 0;
+        }
+      }
+  }
+  return 1;
+}
+
+static void run_epilogue_case(const char *dir, int update) {
+  const char *name = "epilogue_sgd";
+  IrCtx *c = ir_ctx_new();
+  Node *x = input(c, "x", DT_F32, "B,64"), *y = input(c, "y", DT_I64, "B"), *step = input(c, "step", DT_F64, "");
+  Node *w1 = input(c, "w1", DT_F32, "64,32"), *b1 = input(c, "b1", DT_F32, "32");
+  Node *w2 = input(c, "w2", DT_F32, "32,10");
+  Node *h = un(c, OP_RELU, bin(c, OP_ADD, ir_matmul(c, x, w1), b1));
+  Node *loss = ir_reduce(c, OP_SUM, ir_sce(c, ir_matmul(c, h, w2), y), 1, 0);
+  Node *wrt[3] = {w1, b1, w2}, *gr[3];
+  check(pass_grad(c, loss, NULL, wrt, 3, gr) == 0, "%s: builds", name);
+  Node *lr = bin(c, OP_DIV, f(c, 0.1), ir_cast(c, step, DT_F32));
+  Node *outs[4] = {loss};
+  for (int i = 0; i < 3; i++) outs[i + 1] = bin(c, OP_SUB, wrt[i], bin(c, OP_MUL, lr, gr[i]));
+  IrGraph *g = graph(c, outs, 4);
+  const char *passes[] = {"fold", "simplify", "stability", "dce"};
+  for (int i = 0; i < 4; i++) g = run_pass(c, passes[i], g);
+  char *text = NULL;
+  size_t tn = 0;
+  FILE *t = open_memstream(&text, &tn);
+  fprintf(t, "# %s: fold,simplify,stability,dce,fuse,lower,epilogue,plan\n", name);
+  Schedule *s = pass_fuse(c, g);
+  LowerOpts o = {.gemm = 1, .epilogue = 1};
+  pass_lower(s, &o);
+  pass_epilogue(s);
+  pass_plan(s);
+  sched_print(t, s);
+  fclose(t);
+  int groups = 0, fused = 0;
+  for (int k = 0; k < s->nk; k++) groups += s->ks[k].nepi > 0, fused += s->ks[k].nepi;
+  char why[160] = "";
+  check(epilogue_plan_ok(s, why, sizeof why), "%s: the plan keeps each group's buffers apart %s", name, why);
+  // Forward: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's
+  // product; the updates of w1 and w2 on their gradients' products.
+  check(groups == 4 && fused >= 4, "%s: 4 products with epilogues (got %d), %d kernels in them", name, groups, fused);
+  compare_golden(name, dir, text, update);
+  sched_free(s);
+  free(text);
+  ir_ctx_free(c);
+}
+
 // ---- folding, bit for bit ---------------------------------------------------------------
 // The values an op is folded on: signs, zeros, fractions, NaN and infinities.
 static volatile double fold_a[10] = {-2.5, -1, -0.5, 0, 0.25, 1, 1.5, 3, NAN, INFINITY};
@@ -1320,6 +1392,7 @@ int main(int argc, char **argv) {
   run_lower_case("lower_matmul", lower_matmuls, 1, argv[1], update);
   run_lower_case("lower_matmul_noblis", lower_small, 0, argv[1], update);
   run_pool_grad_case(argv[1], update);
+  run_epilogue_case(argv[1], update);
   test_fold_float_ops();
   test_fold_int_ops();
   test_fold_casts();

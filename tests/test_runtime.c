@@ -330,6 +330,29 @@ static double gemm_rand(uint64_t *s) {
     return (double)(*s >> 40) / (double)(1 << 24) * 2 - 1;
 }
 
+// With gemm_epi set, gemm_case calls rt_gemm_*_epi with a hook that checks its
+// contract: every element of every product is passed exactly once, already
+// final, and nothing outside the products is.
+static int gemm_epi;
+typedef struct {
+    int f64;
+    const void *C;
+    const double *want, *tol;
+    int64_t oc;
+    int *visits, *early;
+} EpiCheck;
+
+static void epi_check(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols) {
+    EpiCheck *e = ctx;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            int64_t at = e->oc + off + r * rs + q;
+            double got = e->f64 ? ((const double *)e->C)[at] : ((const float *)e->C)[at];
+            e->visits[at]++;
+            if (!(fabs(got - e->want[at]) <= e->tol[at])) e->early[at] = 1;
+        }
+}
+
 static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
     int64_t na = span(g->batch, g->m, g->k, g->a_batch, g->a_rs, g->a_cs);
     int64_t nb = span(g->batch, g->k, g->n, g->b_batch, g->b_rs, g->b_cs);
@@ -368,15 +391,25 @@ static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
                 // f32: the worst-case bound of a k-term sum (k ulps) on top of 1e-5.
                 tol[at] = (t + fabs(g->beta * (g->beta == 0 ? 0 : c0[at])) + 1) * (f64 ? 1e-13 : 1e-5 + 6e-8 * g->k);
             }
+    int *visits = calloc(nc, sizeof(int)), *early = calloc(nc, sizeof(int));
+    EpiCheck ec = {f64, C, want, tol, oc, visits, early};
+    RtGemmEpilogue hook = gemm_epi ? epi_check : NULL;
     if (f64)
-        rt_gemm_f64(rt, g->batch, g->m, g->n, g->k, (double *)A + oa, g->a_batch, g->a_rs, g->a_cs,
-                    (double *)B + ob, g->b_batch, g->b_rs, g->b_cs, (double *)C + oc, g->c_batch, g->c_rs, g->c_cs,
-                    g->beta);
+        rt_gemm_f64_epi(rt, g->batch, g->m, g->n, g->k, (double *)A + oa, g->a_batch, g->a_rs, g->a_cs,
+                        (double *)B + ob, g->b_batch, g->b_rs, g->b_cs, (double *)C + oc, g->c_batch, g->c_rs,
+                        g->c_cs, g->beta, hook, &ec);
     else
-        rt_gemm_f32(rt, g->batch, g->m, g->n, g->k, (float *)A + oa, g->a_batch, g->a_rs, g->a_cs,
-                    (float *)B + ob, g->b_batch, g->b_rs, g->b_cs, (float *)C + oc, g->c_batch, g->c_rs, g->c_cs,
-                    (float)g->beta);
+        rt_gemm_f32_epi(rt, g->batch, g->m, g->n, g->k, (float *)A + oa, g->a_batch, g->a_rs, g->a_cs,
+                        (float *)B + ob, g->b_batch, g->b_rs, g->b_cs, (float *)C + oc, g->c_batch, g->c_rs,
+                        g->c_cs, (float)g->beta, hook, &ec);
     int ok = 1;
+    // Every element of a product (those with a tolerance; a product with no
+    // elements past its own: tol > 0 always there) is passed once, final.
+    for (int64_t i = 0; i < nc && ok && gemm_epi; i++) {
+        ok = tol[i] ? visits[i] == 1 && !early[i] : visits[i] == 0;
+        if (!ok) printf("epilogue: element %lld visited %d times%s\n", (long long)i, visits[i], early[i] ? ", early" : "");
+    }
+    free(visits), free(early);
     for (int64_t i = 0; i < nc && ok; i++) {
         double got = f64 ? ((double *)C)[i] : ((float *)C)[i];
         ok = tol[i] ? fabs(got - want[i]) <= tol[i] : (got == want[i] || (isnan(got) && isnan(want[i])));
@@ -419,10 +452,12 @@ static void test_gemm(void) {
 #undef RM
     for (int threads = 1; threads <= 3; threads += 2) {
         KRt *rt = rt_new(threads);
-        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-            for (int f64 = 0; f64 < 2; f64++)
-                check(gemm_case(rt, f64, &cases[i].g), "gemm %s %s, %d thread%s", f64 ? "f64" : "f32",
-                      cases[i].what, threads, threads > 1 ? "s" : "");
+        for (gemm_epi = 0; gemm_epi < 2; gemm_epi++)
+            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+                for (int f64 = 0; f64 < 2; f64++)
+                    check(gemm_case(rt, f64, &cases[i].g), "gemm %s %s, %d thread%s%s", f64 ? "f64" : "f32",
+                          cases[i].what, threads, threads > 1 ? "s" : "", gemm_epi ? ", with an epilogue" : "");
+        gemm_epi = 0;
         rt_free_ctx(rt);
     }
     check(gemm_case(NULL, 0, &cases[2].g), "gemm with no runtime context runs inline");
@@ -514,6 +549,8 @@ static void test_gemm_kernels(void) {
             KRt *rt = rt_new(threads);
             check(rt_gemm_kind(rt) == kinds[q].kind, "KILN_GEMM=%s is read by rt_new", kinds[q].env);
             int bad = 0, cases = 0;
+            // Every case runs twice: plain, and with the epilogue hook checked.
+            for (gemm_epi = 0; gemm_epi < 2; gemm_epi++) {
             // Edges of the micro-tile and of a KC panel, row-major.
             int64_t dims[] = {1, mr - 1, mr + 1, nr - 1, nr + 1}, ks[] = {1, kc - 1, kc + 1};
             for (int i = 0; i < 5; i++)
@@ -578,6 +615,8 @@ static void test_gemm_kernels(void) {
                     printf("FAIL  %s %d threads: batch case %zu\n", kinds[q].env, threads, i);
                 }
             }
+            }
+            gemm_epi = 0;
             check(!bad, "gemm kernel %s (%dx%d, kc %lld), %d thread%s: %d cases", kn->name, kn->mr, kn->nr,
                   (long long)kc, threads, threads > 1 ? "s" : "", cases);
             rt_free_ctx(rt);

@@ -440,6 +440,41 @@ print sum(conv2d(x, w, pad=1) ^ 2)
 """
 
 
+# Epilogue fusion (passes/epilogue.c) reorders nothing a value depends on and
+# runs the same per-element arithmetic: training with it and without it
+# (KILN_FUSE_EPILOGUE=0) must give the same weights, bit for bit, with 1 and 3
+# threads (3: uneven blocks per thread), and the schedule must show the groups.
+EPI_MODEL = """import "nn"
+data d = csv(train="train.csv", test="test.csv", label=-1)
+input x : f32[B, 6]
+input y : i32[B]
+logits = dense(tanh(dense(relu(dense(x, 200)), 96)), 3)
+loss = mean(softmax_cross_entropy(logits, y))
+train loss on d.train with adam(lr=0.01), batch=50, epochs=2, seed=5
+evaluate accuracy(logits, y) on d.test
+save "epi.safetensors"
+"""
+
+
+def t_epilogue_fusion():
+    rc, out, err = kiln_ir(EPI_MODEL, "--after=epilogue")
+    groups = [l for l in out.splitlines() if "[epilogue of k" in l]
+    check("kiln ir --after=epilogue shows kernels run in GEMM epilogues", rc == 0 and len(groups) >= 6, out + err)
+    rc, out, err = kiln_ir(EPI_MODEL, "--stats")
+    check("kiln ir --stats names each product's epilogue", rc == 0 and "; epilogue k" in out, out + err)
+    for threads in ("1", "3"):
+        got = []
+        for fuse in ("1", "0"):
+            rc, out, err = kiln(EPI_MODEL, "--threads", threads, env={"KILN_FUSE_EPILOGUE": fuse})
+            path = os.path.join(TMP, "epi-%s.safetensors" % fuse)
+            if rc == 0:
+                shutil.move(os.path.join(TMP, "epi.safetensors"), path)
+            got.append((rc, out, path))
+        ok = all(r == 0 for r, _, _ in got) and same_weights(got[0][2], got[1][2]) and got[0][1] == got[1][1]
+        check("epilogue fusion gives the same weights and output bit for bit (%s threads)" % threads, ok,
+              got[0][1] + got[1][1] + err[-2000:])
+
+
 def kiln_ir(src, *args, env=None):
     path = os.path.join(TMP, "ir.kiln")
     with open(path, "w") as f:
@@ -486,7 +521,7 @@ def main():
     make_data()
     t0 = time.time()
     tests = [t_optimizers, t_formats, t_checkpoints, t_batchnorm_step, t_dropout_masks, t_interrupt, t_cli_and_output, t_errors,
-             t_conv_lowering]
+             t_conv_lowering, t_epilogue_fusion]
     for t in tests:
         if ONLY and ONLY not in t.__name__:
             continue
