@@ -662,6 +662,51 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
   snprintf(grain, 128, "(16384 / (%s + 1) + 1)", L);
 }
 
+// COL2IM over a window matrix in its own layout (fuse.c): images in parallel,
+// each zeroed, then every window position's row of taps added where they
+// land, reading the matrix in order while the image stays in L1. The gather
+// the fused form does would read a pixel's KH*KW terms a row of the matrix
+// apart each. A pixel's terms are added in (oh, ow, kh, kw) order: the same
+// for every thread count.
+static void col2im_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
+  Node *n = K->node, *cols = n->src[0];
+  const int64_t *w = n->a.i;   // kh, kw, sh, sw, pt, pl, dh, dw
+  const char *T = cg_ctype(n->dtype);
+  char C[64], CHW[64], HW[64], H[64], W[64], OH[64], OW[64], per[64];
+  cg_dim(C, sizeof C, n->shape[1]);
+  cg_dim(H, sizeof H, n->shape[2]);
+  cg_dim(W, sizeof W, n->shape[3]);
+  cg_prod(HW, sizeof HW, n->shape, 2, 4);
+  cg_prod(CHW, sizeof CHW, n->shape, 1, 4);
+  cg_dim(OH, sizeof OH, cols->shape[1]);
+  cg_dim(OW, sizeof OW, cols->shape[2]);
+  cg_prod(per, sizeof per, cols->shape, 1, 6);
+  begin_kernel(g, K, k);
+  int bc = declare_view(g, cols, "c");
+  cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
+  g->ind++;
+  cg_line(g, "%s *img = b%d + r*%s;", T, K->out, CHW);
+  cg_line(g, "for (int64_t i = 0; i < %s; i++) img[i] = 0;", CHW);
+  cg_line(g, "for (int64_t oy = 0; oy < %s; oy++)", OH);
+  cg_line(g, "for (int64_t ox = 0; ox < %s; ox++)", OW);
+  cg_line(g, "for (int64_t ch = 0; ch < %s; ch++) {", C);
+  g->ind++;
+  cg_line(g, "const %s *p = b%d + coff + r*cs0 + oy*cs1 + ox*cs2 + ch*cs3;", T, bc);
+  cg_line(g, "%s *o = img + ch*%s;", T, HW);
+  cg_line(g, "for (int64_t ky = 0; ky < %" PRId64 "; ky++) {", w[0]);
+  g->ind++;
+  cg_line(g, "const int64_t y = oy*%" PRId64 " - %" PRId64 " + ky*%" PRId64 ";", w[2], w[4], w[6]);
+  cg_line(g, "if (y < 0 || y >= %s) continue;", H);
+  cg_line(g, "for (int64_t kx = 0; kx < %" PRId64 "; kx++) {", w[1]);
+  g->ind++;
+  cg_line(g, "const int64_t x = ox*%" PRId64 " - %" PRId64 " + kx*%" PRId64 ";", w[3], w[5], w[7]);
+  cg_line(g, "if (x >= 0 && x < %s) o[y*%s + x] += p[ky*cs4 + kx*cs5];", W, W);
+  while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
+  end_kernel(g);
+  cg_prod(work, 128, n->shape, 0, 1);
+  snprintf(grain, 128, "(16384 / (%s + 1) + 1)", per);
+}
+
 // Scatter-add: columns of the row shape in parallel; each chunk zeroes its
 // columns of every row, then adds the source rows in index order (so the
 // sums are the same for every thread count).
@@ -732,7 +777,10 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
     const Kernel *K = &s->ks[k];
     char work[128], grain[128];
     switch (K->kind) {
-    case KS_EW: ew_kernel(&g, K, k, work, grain); break;
+    case KS_EW:
+      if (!K->copy && sched_col2im_rows(s, K->node)) col2im_kernel(&g, K, k, work, grain);
+      else ew_kernel(&g, K, k, work, grain);
+      break;
     case KS_REDUCE: reduce_kernel(&g, K, k, work, grain); break;
     case KS_MATMUL: matmul_host(&g, &host, K, k); k += K->nepi; continue;
     case KS_ROW: row_kernel(&g, K, k, work, grain); break;

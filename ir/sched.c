@@ -49,6 +49,12 @@ int sched_mm_work(const Node *mm, Dim *factors) {
   return n;
 }
 
+int sched_col2im_rows(const Schedule *s, const Node *n) {
+  if (n->op != OP_COL2IM || ir_windows_disjoint(n->a.i)) return 0;
+  const Node *src = n->src[0];
+  return sched_buf(s, src) >= 0 || (src->op == OP_RESHAPE && sched_buf(s, src->src[0]) >= 0);
+}
+
 static int aligned(const Schedule *s, Node *n, Node *b, int top) {
   if (!top && n == b) return 1;
   if (!top && sched_buf(s, n) >= 0) return 1;    // another buffer: no constraint

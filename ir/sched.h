@@ -59,6 +59,10 @@ int sched_mm_shared_rhs(const Node *mm);
 // The multiply-adds of one rt_gemm product of matmul mm, as dimensions to multiply:
 // [batch axes...,] m, n, k, with the batch axes when sched_mm_shared_rhs. Returns the count.
 int sched_mm_work(const Node *mm, Dim *factors);
+// A COL2IM over overlapping windows whose window matrix is a buffer in its own
+// layout (rows of windows: im2col's gradient): computed by its own kernel that
+// adds each window's row into the image (cgen.c), not gathered where it is read.
+int sched_col2im_rows(const Schedule *s, const Node *n);
 // True if every path from root (a kernel's expression) to buffer node b goes
 // through elementwise ops of b's shape only: the kernel reads element i of b
 // exactly when it writes its own element i (b may be absent: then true).

@@ -89,7 +89,14 @@ static void decide(Fuse *f, Node **order, int count) {
     if (n->op == OP_GATHER) need_view(s, n->src[0]);
     // Over disjoint windows a pixel reads one position, each position read
     // once: the operand fuses in (pooling's routed gradient) at no extra cost.
-    if (n->op == OP_COL2IM && !ir_windows_disjoint(n->a.i)) need_view(s, n->src[0]);
+    if (n->op == OP_COL2IM && !ir_windows_disjoint(n->a.i)) {
+      need_view(s, n->src[0]);
+      // Rows of windows in their own layout (im2col's gradient): a pixel's terms
+      // are scattered a row apart, so the kernel adds each row into the image
+      // instead (cgen.c's col2im_kernel). A transposed view (the kernel
+      // lowering's channel-tap-major Z) is read along OW by the fused gather.
+      if (sched_col2im_rows(s, n)) materialize(s, n);
+    }
     if (n->op == OP_IM2COL && (n->a.i[0] > n->a.i[2] || n->a.i[1] > n->a.i[3])) need_view(s, n->src[0]);
     if (sched_buf(s, n) >= 0) depth[n->id] = 0;
   }
