@@ -81,8 +81,12 @@ int rt_have_blis(void) {
 #endif
 }
 
-// A tile smaller than this many multiply-adds is not worth another thread.
-#define TILE_MIN_WORK (1 << 16)
+// A tile smaller than this many multiply-adds (~2.5 us) is not worth another
+// thread: a worker asleep since the last kernel takes tens of microseconds to
+// wake on a VM, and examples/logreg.kiln's 64x10x784 products (0.5M), split
+// over 2 threads at 2^16, made its training step slower with 2 threads than
+// with 1 (400-470K against 525K examples/s; at 2^18 they run on one).
+#define TILE_MIN_WORK (1 << 18)
 
 // One call: batch products of m x k by k x n, strides in elements.
 typedef struct {
