@@ -97,7 +97,7 @@ static int fuse_epilogue(Schedule *s, int m) {
       if (to < k) move_kernel(s, k, to);
       continue;
     }
-    if (hoistable(K, sc.group, sc.ng, sc.outs, sc.nout)) sc.lift[sc.nlift++] = K->out;
+    if (hoistable(K, sc.group, sc.ng, sc.outs, sc.nout) && !has(sc.lift, sc.nlift, K->out)) sc.lift[sc.nlift++] = K->out;
     if (!has(sc.outs, sc.nout, K->out)) sc.outs[sc.nout++] = K->out;
     for (int r = 0; r < K->nreads; r++)
       if (!has(sc.ins, sc.nin, K->reads[r])) sc.ins[sc.nin++] = K->reads[r];
