@@ -756,7 +756,18 @@ static void emit_layout(const Schedule *s, Str *h) {
 
 static const char *kind_args[] = {"in", "cst", "out", ""};
 
+// With profiling, the host reads the clock after each kernel (an epilogue's
+// kernels count as their GEMM's) and adds the time to rt_profile's slot k.
+static void prof_tick(Str *host, const CgOpts *o, int k) {
+  if (o->profile) str_put(host, "  t1 = rt_clock_ns(); if (P) P[%d] += t1 - t0; t0 = t1;\n", k);
+}
+
 int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
+  CgOpts o = {0};
+  return cg_emit_c_opts(s, &o, cs, err, errlen);
+}
+
+int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, size_t errlen) {
   Str body = {0}, host = {0};
   Gen g = {.s = s, .c = s->ctx, .out = &body};
   memset(cs, 0, sizeof *cs);
@@ -768,6 +779,10 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
   str_put(&host, "  Args A; A.D = D; (void)in; (void)cst; (void)out;\n");
   str_put(&host, "  size_t at[%d];\n  size_t total = layout(D, at);\n", s->nslots + 1);
   str_put(&host, "  char *ws = total ? rt_workspace(rt, total) : NULL; (void)ws;\n");
+  if (o->profile) {
+    str_put(&body, "extern uint64_t *rt_profile(void *rt);\nextern uint64_t rt_clock_ns(void);\n");
+    str_put(&host, "  uint64_t *P = rt_profile(rt), t0 = rt_clock_ns(), t1;\n");
+  }
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *B = &s->bufs[b];
     if (B->kind == BUF_TEMP) str_put(&host, "  A.b[%d] = ws + at[%d];\n", b, B->slot);
@@ -782,11 +797,16 @@ int cg_emit_c(const Schedule *s, CSource *cs, char *err, size_t errlen) {
       else ew_kernel(&g, K, k, work, grain);
       break;
     case KS_REDUCE: reduce_kernel(&g, K, k, work, grain); break;
-    case KS_MATMUL: matmul_host(&g, &host, K, k); k += K->nepi; continue;
+    case KS_MATMUL:
+      matmul_host(&g, &host, K, k);
+      prof_tick(&host, o, k);
+      k += K->nepi;
+      continue;
     case KS_ROW: row_kernel(&g, K, k, work, grain); break;
     case KS_SCATTER: scatter_kernel(&g, K, k, work, grain); break;
     }
     str_put(&host, "  rt_parallel_for(rt, kern%d, &A, %s, %s);\n", k, work, grain);
+    prof_tick(&host, o, k);
   }
   str_put(&host, "}\n");
   int nin = s->g->nin, nout = s->g->nout;

@@ -12,8 +12,13 @@ typedef struct {
   int nargs;           // pointer arguments after rt and dims
 } CSource;
 
+typedef struct {
+  int profile;   // time each kernel into rt_profile(rt)[k] (kiln run --profile)
+} CgOpts;
+
 // Emit C99 for the whole schedule. Function names carry a hash of the text,
-// so objects of different graphs never clash in one JIT.
+// so objects of different graphs never clash in one JIT. cg_emit_c: default options.
+int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *out, char *err, size_t errlen);
 int cg_emit_c(const Schedule *s, CSource *out, char *err, size_t errlen);
 void cg_source_free(CSource *cs);
 

@@ -147,6 +147,7 @@ void run_end(Run *r) {
   rt_batcher_free(r->batches);
   rt_batcher_free(r->eval_batches);
   rt_progress_free(r->progress);
+  if (r->step) prog_profile_print(stderr, r->step);   // with --profile: the step's kernels
   prog_free(r->step);
   for (int i = 0; i < r->nout; i++) rt_tensor_free(&r->out[i]);
   for (int i = 0; i < 4; i++) rt_tensor_free(&r->scalars[i]);

@@ -554,8 +554,11 @@ static Program *program_for(Ev *ev, Node **key, int nout, Node ***ins_out, int *
   IrGraph *g = ir_graph_new(ev->c, outs, nout, ins, nin);
   if ((ev->pipe.dump_after || ev->pipe.emit_c) && where.src)
     fprintf(ev->pipe.dump, "%s graph of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", where.src->name, where.line, where.col);
-  char err[8192];
+  char err[8192], label[200] = "graph";
+  if (where.src) snprintf(label, sizeof label, "graph of %s:%d:%d", where.src->name, where.line, where.col);
+  ev->pipe.label = label;
   Program *pr = pipe_compile(&ev->pipe, g, err, sizeof err);
+  ev->pipe.label = NULL;
   if (!pr) {
     if (!err[0]) return NULL;   // stopped to show a stage
     ev_fail(ev, where, "could not compile this expression: %s", err);
@@ -939,6 +942,10 @@ int ev_start(Ev *ev, int threads, char *err, size_t errlen) {
   if (!ev->pipe.jit && !(ev->pipe.jit = pipe_jit_new(err, errlen))) return -1;
   if (!ev->pipe.rt && !(ev->pipe.rt = rt_new(threads))) { snprintf(err, errlen, "cannot start the runtime"); return -1; }
   return 0;
+}
+
+void ev_profile_print(Ev *ev, FILE *f) {
+  for (int i = 0; i < ev->nprogs; i++) prog_profile_print(f, ev->progs[i].prog);
 }
 
 void ev_free(Ev *ev) {

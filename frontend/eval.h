@@ -141,6 +141,8 @@ Value ev_eval_expr(Ev *ev, Env *env, AstNode *e);
 void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where);
 // The compiled graph for outs in evaluation mode (cached), its inputs in call order.
 Program *ev_program(Ev *ev, Node **outs, int nout, Node ***ins, int *nin, Span where);
+// kiln run --profile: each compiled graph's kernel times (training steps print theirs when they end).
+void ev_profile_print(Ev *ev, FILE *f);
 void ev_train_free(Ev *ev);
 // Start the JIT and the thread pool (threads <= 0: all cores). 0, or -1 with a message.
 int ev_start(Ev *ev, int threads, char *err, size_t errlen);

@@ -28,6 +28,7 @@ static const char usage[] =
   "  --seed N                  base seed for parameters and random tensors (default 0)\n"
   "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
   "  --tune                    time each conv2d layer's lowerings once and cache the fastest\n"
+  "  --profile                 kiln run: time every kernel; print each graph's kernels by time\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
   "training (override the train statement's settings):\n"
@@ -47,7 +48,7 @@ static const char usage[] =
 
 typedef struct {
   const char *cmd, *file, *code, *after;
-  int threads, ffi, seed_set, stats, tune, vectorize;
+  int threads, ffi, seed_set, stats, tune, vectorize, profile;
   long long seed;
   TrainOpts train;
 } Opts;
@@ -110,6 +111,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     else if (!strcmp(a, "--stats")) o->stats = 1;
     else if (!strcmp(a, "--vectorize")) o->vectorize = 1;
     else if (!strcmp(a, "--tune")) o->tune = 1;
+    else if (!strcmp(a, "--profile")) o->profile = 1;
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "kiln: unknown option '%s'\n\n%s", a, usage); return -1; }
     else if (!o->cmd) o->cmd = a;
     else if (!o->file) o->file = a;
@@ -141,6 +143,7 @@ static int run_program(const Opts *o) {
   ev->via_ffi = o->ffi;
   ev->tune = o->tune;
   ev->tune_threads = o->threads;
+  ev->pipe.profile = o->profile;
   ev->topts = o->train;
   ev->topts.seed_set = o->seed_set;
   ev->topts.seed = (uint64_t)o->seed;
@@ -165,6 +168,7 @@ static int run_program(const Opts *o) {
   if (o->file && !o->code) ev_running_file(ev, o->file);
   if (!rc && ev_run(ev, name, text)) rc = ev->interrupted ? 130 : 1;
   fflush(stdout);
+  if (o->profile) ev_profile_print(ev, stderr);
   if (d.msg && d.msg[0]) fputs(d.msg, stderr);
   ev_free(ev);
   diag_free(&d);

@@ -176,6 +176,8 @@ static JitSymbol runtime_symbols[] = {
   {"rt_gemm_f64", (void *)rt_gemm_f64},
   {"rt_gemm_f32_epi", (void *)rt_gemm_f32_epi},
   {"rt_gemm_f64_epi", (void *)rt_gemm_f64_epi},
+  {"rt_profile", (void *)rt_profile},
+  {"rt_clock_ns", (void *)rt_clock_ns},
 };
 
 Jit *pipe_jit_new(char *err, size_t errlen) {
@@ -202,7 +204,10 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   Program *pr = calloc(1, sizeof *pr);
   if (!pr) abort();
   pr->g = g; pr->s = s;
-  if (cg_emit_c(s, &pr->cs, err, errlen)) { prog_free(pr); return NULL; }
+  snprintf(pr->label, sizeof pr->label, "%s", p->label ? p->label : "graph");
+  CgOpts co = {.profile = p->profile};
+  if (p->profile && !(pr->prof_ns = calloc(s->nk + 1, sizeof(uint64_t)))) abort();
+  if (cg_emit_c_opts(s, &co, &pr->cs, err, errlen)) { prog_free(pr); return NULL; }
   if (p->emit_c) {
     fputs(pr->cs.src, p->dump);
     if (p->vector_report) pipe_vector_report(p->dump, pr->cs.src);
@@ -218,8 +223,46 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   return pr;
 }
 
+// ---- kiln run --profile -------------------------------------------------------------
+// Kernels by their share of the program's time, down to 0.5% (the rest summed),
+// for a program that spent a millisecond or more in all its calls. A GEMM's
+// time includes its epilogue's kernels.
+void prog_profile_print(FILE *f, const Program *pr) {
+  const Schedule *s = pr->s;
+  if (!pr->prof_ns || !pr->prof_ns[s->nk]) return;
+  uint64_t total = 0;
+  int *order = malloc(sizeof(int) * (s->nk + 1));
+  if (!order) abort();
+  for (int k = 0; k < s->nk; k++) total += pr->prof_ns[k], order[k] = k;
+  if (total < 1000000) { free(order); return; }   // under a millisecond in all: not worth a table
+  for (int i = 1; i < s->nk; i++)   // insertion sort, largest first: a few hundred kernels at most
+    for (int j = i; j > 0 && pr->prof_ns[order[j]] > pr->prof_ns[order[j - 1]]; j--) {
+      int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+    }
+  double calls = (double)pr->prof_ns[s->nk], ms = 1e-6 / calls;
+  fprintf(f, "profile: %s: %.0f call%s, %.3f ms per call in %d kernels\n", pr->label, calls, calls == 1 ? "" : "s",
+          total * ms, s->nk);
+  fprintf(f, "  ms/call   share  kernel\n");
+  double rest = 0;
+  int nrest = 0;
+  for (int i = 0; i < s->nk; i++) {
+    const Kernel *K = &s->ks[order[i]];
+    double share = total ? 100.0 * pr->prof_ns[order[i]] / total : 0;
+    if (K->epi_of) continue;   // counted in its GEMM
+    if (share < 0.5) { rest += share, nrest++; continue; }
+    fprintf(f, "%9.3f %6.1f%%  k%d %s%s ", pr->prof_ns[order[i]] * ms, share, order[i], ir_ops[K->node->op].name,
+            K->kind == KS_MATMUL && K->strategy != MM_LOOPS ? " (gemm)" : "");
+    ir_print_shape(f, s->ctx, K->node);
+    if (K->nepi) fprintf(f, " + epilogue k%d-k%d", order[i] + 1, order[i] + K->nepi);
+    fputc('\n', f);
+  }
+  if (nrest) fprintf(f, "%9.3f %6.1f%%  %d more kernels under 0.5%% each\n", rest * total * ms / 100, rest, nrest);
+  free(order);
+}
+
 void prog_free(Program *pr) {
   if (!pr) return;
+  free(pr->prof_ns);
   sched_free(pr->s);
   cg_source_free(&pr->cs);
   free(pr);
@@ -286,8 +329,11 @@ int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, 
     return PROG_NO_MEMORY;
   }
   int rc = 0;
+  rt_set_profile(p->rt, pr->prof_ns);
   if (via_ffi) rc = rt_ffi_call_ptrs(pr->call, n, args);
   else pr->entry(args);
+  rt_set_profile(p->rt, NULL);
+  if (pr->prof_ns) pr->prof_ns[s->nk]++;   // the calls, after the kernels' times
   if (args != stackargs) free(args);
   return rc;
 }

@@ -22,6 +22,8 @@ typedef struct {
   int emit_c;               // print the generated C to dump and stop
   int vector_report;        // with emit_c: then how the compiler vectorized each kernel's loops
   LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
+  int profile;              // kiln run --profile: programs time their kernels (prog_profile_print)
+  const char *label;        // what the next pipe_compile compiles ("training step of f.kiln:3:1")
 } Pipe;
 
 typedef struct {
@@ -32,6 +34,8 @@ typedef struct {
   void *call;               // typed entry for libffi
   size_t (*workspace)(const int64_t *D);   // scratch bytes a run needs
   JitStats st;              // the JIT's cache hit or compile time
+  char label[200];          // Pipe.label when compiled
+  uint64_t *prof_ns;        // with Pipe.profile: nanoseconds per kernel summed over calls, then the calls
 } Program;
 
 int pipe_stage_ok(const char *name);
@@ -43,6 +47,8 @@ Jit *pipe_jit_new(char *err, size_t errlen);
 // also when dump_after stopped it (err is then "").
 Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen);
 void prog_free(Program *pr);
+// The --profile table of a program that ran: its kernels by time, with their shapes.
+void prog_profile_print(FILE *f, const Program *pr);
 // `kiln emit-c --vectorize` (vecreport.c): src compiled as the JIT would, with the
 // vectorizer's remarks printed per kernel as C comments.
 void pipe_vector_report(FILE *out, const char *src);

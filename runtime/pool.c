@@ -63,6 +63,7 @@ struct KRt {
     size_t gemm_ws_size;
     int gemm_kind;   // KILN_GEMM, read once in rt_new
     int keep_denormals;   // KILN_DENORMALS=keep, read once in rt_new (see fp_enter)
+    uint64_t *profile;   // rt_set_profile's array, NULL when not profiling
 };
 
 // Denormal floats. On x86 an operation whose input or result is subnormal takes a
@@ -339,3 +340,7 @@ void *rt_gemm_workspace(KRt *rt, size_t bytes) {
 int rt_gemm_kind(const KRt *rt) { return rt ? rt->gemm_kind : rt_gemm_kind_env(); }
 
 int rt_in_parallel(void) { return tls_depth > 0; }
+
+void rt_set_profile(KRt *rt, uint64_t *ns) { rt->profile = ns; }
+uint64_t *rt_profile(KRt *rt) { return rt ? rt->profile : NULL; }
+uint64_t rt_clock_ns(void) { return now_ns(); }

@@ -81,6 +81,11 @@ void rt_parallel_for(KRt *rt, RtRangeFn fn, void *ctx, int64_t n, int64_t grain)
 // rt_free_ctx; contents are not kept across a call that grows it, and a pointer from an
 // earlier call is invalid after a call that asks for more. NULL when out of memory.
 void *rt_workspace(KRt *rt, size_t bytes);
+// Per-kernel timing (kiln run --profile): graphs compiled for profiling add each
+// kernel's nanoseconds to ns[k] of the array set here (NULL: none, the default).
+void rt_set_profile(KRt *rt, uint64_t *ns);
+uint64_t *rt_profile(KRt *rt);
+uint64_t rt_clock_ns(void);   // CLOCK_MONOTONIC in nanoseconds
 
 //
 // gemm.c: matrix products

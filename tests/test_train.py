@@ -475,6 +475,35 @@ def t_epilogue_fusion():
               got[0][1] + got[1][1] + err[-2000:])
 
 
+def t_profile():
+    """--profile times each kernel of the training step: a table whose shares
+    add up to 100%, GEMMs named with their epilogues; the weights are the same."""
+    rc, out0, err0 = kiln(EPI_MODEL, "--threads", "2")
+    path0 = os.path.join(TMP, "prof-0.safetensors")
+    if rc == 0:
+        shutil.move(os.path.join(TMP, "epi.safetensors"), path0)
+    rc, out, err = kiln(EPI_MODEL, "--threads", "2", "--profile")
+    lines = err.splitlines()
+    head = [i for i, l in enumerate(lines) if l.startswith("profile: training step of ")]
+    ok = rc == 0 and len(head) == 1 and " calls, " in lines[head[0]] and lines[head[0] + 1].split() == ["ms/call", "share", "kernel"]
+    rows = []
+    if ok:
+        for l in lines[head[0] + 2:]:
+            m = re.match(r"^ *([0-9.]+) +([0-9.]+)% +(.*)$", l)
+            if not m:
+                break
+            rows.append((float(m.group(1)), float(m.group(2)), m.group(3)))
+    total = sum(r[1] for r in rows)
+    kernels = [r for r in rows if not r[2].endswith("under 0.5% each")]   # the last row may sum the rest
+    check("--profile prints the training step's kernels by time, shares adding up to 100%",
+          ok and len(kernels) >= 3 and abs(total - 100) < 1.5 and kernels == sorted(kernels, key=lambda r: -r[1]),
+          err[-3000:])
+    check("--profile names GEMMs and their epilogues", any("matmul (gemm)" in r[2] and "+ epilogue k" in r[2] for r in rows),
+          err[-3000:])
+    check("--profile does not change the results", rc == 0 and out == out0 and same_weights(path0, os.path.join(TMP, "epi.safetensors")),
+          out0 + out)
+
+
 def kiln_ir(src, *args, env=None):
     path = os.path.join(TMP, "ir.kiln")
     with open(path, "w") as f:
@@ -521,7 +550,7 @@ def main():
     make_data()
     t0 = time.time()
     tests = [t_optimizers, t_formats, t_checkpoints, t_batchnorm_step, t_dropout_masks, t_interrupt, t_cli_and_output, t_errors,
-             t_conv_lowering, t_epilogue_fusion]
+             t_conv_lowering, t_epilogue_fusion, t_profile]
     for t in tests:
         if ONLY and ONLY not in t.__name__:
             continue
