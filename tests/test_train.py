@@ -462,16 +462,17 @@ def t_epilogue_fusion():
     check("kiln ir --after=epilogue shows kernels run in GEMM epilogues", rc == 0 and len(groups) >= 6, out + err)
     rc, out, err = kiln_ir(EPI_MODEL, "--stats")
     check("kiln ir --stats names each product's epilogue", rc == 0 and "; epilogue k" in out, out + err)
-    for threads in ("1", "3"):
+    # batch 3: the products sized by B take their loops branch, the epilogue's kernels then run after them
+    for threads, batch in (("1", "50"), ("3", "50"), ("2", "3")):
         got = []
         for fuse in ("1", "0"):
-            rc, out, err = kiln(EPI_MODEL, "--threads", threads, env={"KILN_FUSE_EPILOGUE": fuse})
+            rc, out, err = kiln(EPI_MODEL, "--threads", threads, "--batch", batch, env={"KILN_FUSE_EPILOGUE": fuse})
             path = os.path.join(TMP, "epi-%s.safetensors" % fuse)
             if rc == 0:
                 shutil.move(os.path.join(TMP, "epi.safetensors"), path)
             got.append((rc, out, path))
         ok = all(r == 0 for r, _, _ in got) and same_weights(got[0][2], got[1][2]) and got[0][1] == got[1][1]
-        check("epilogue fusion gives the same weights and output bit for bit (%s threads)" % threads, ok,
+        check("epilogue fusion gives the same weights and output bit for bit (%s threads, batch %s)" % (threads, batch), ok,
               got[0][1] + got[1][1] + err[-2000:])
 
 
