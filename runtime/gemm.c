@@ -504,17 +504,22 @@ static int64_t gcd(int64_t a, int64_t b) {
 // The tile grid: enough tiles that every pool thread gets the same number
 // (batch * tiles a multiple of the thread count), none below TILE_MIN_WORK,
 // and each product cut into tm x tn blocks as near square as the divisors of
-// the count allow (a square block packs the least per multiply-add).
-static void plan_tiles(Gemm *g, int64_t batch, int threads) {
+// the count allow (a square block packs the least per multiply-add), among
+// the cuts whose blocks, rounded up to whole micro-tiles (mr x nr; 1 x 1 for
+// BLIS and the loops), are the fewest: cutting a 25 x 32 product's 32 columns
+// (one 32-wide micro-tile) in two would leave each thread the whole tile's
+// work, where cutting its 25 rows (two 14-row tiles) halves it.
+static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t nr) {
     int64_t per = threads / gcd(batch, threads);   // tiles per product
     double most = (double)g->m * g->n * (g->k ? g->k : 1) / TILE_MIN_WORK;
     if (per > most) per = most > 1 ? (int64_t)most : 1;
-    int64_t tm = 1;
+    int64_t tm = 1, least = -1;
     double best = INFINITY;
     for (int64_t d = 1; d <= per; d++) {
         if (per % d || d > g->m || per / d > g->n) continue;
+        int64_t work = round_up((g->m + d - 1) / d, mr) * round_up((g->n + per / d - 1) / (per / d), nr);
         double skew = fabs(log((double)g->m * per / ((double)g->n * d * d)));   // log(mb / nb)
-        if (skew < best) { best = skew; tm = d; }
+        if (least < 0 || work < least || (work == least && skew < best)) { least = work; best = skew; tm = d; }
     }
     int64_t tn = per / tm < g->n ? per / tm : g->n;
     g->mb = (g->m + tm - 1) / tm;
@@ -543,12 +548,12 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
         Gemm t = *g;
         if (t.c_cs != 1 && t.c_rs == 1) transpose_problem(&t);
-        plan_tiles(&t, batch, rt_threads(rt));
+        plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
         if (packed(rt, &t, batch)) return;
     }
     g->blis = (g->f64 || kind != GEMM_LOOPS) && rt_have_blis() && g->k > 0 && blis_strides_ok(g->m, g->k, g->a_rs, g->a_cs) &&
               blis_strides_ok(g->k, g->n, g->b_rs, g->b_cs) && blis_strides_ok(g->m, g->n, g->c_rs, g->c_cs);
-    plan_tiles(g, batch, rt_threads(rt));
+    plan_tiles(g, batch, rt_threads(rt), 1, 1);
     rt_parallel_for(rt, run_tiles, g, batch * g->tm * g->tn, 1);
 }
 
