@@ -1,5 +1,6 @@
 // The evaluate statement: metrics (batch means or per-example values)
 // averaged over a data split.
+#include "build.h"
 #include "train_int.h"
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@ double scalar_value(const RtTensor *t) {
   default: return *(uint8_t *)t->data;
   }
 }
+
+static int64_t eval_batch(Ev *ev, AstNode *s);
 
 // ---- metrics (evaluate statements) -------------------------------------------------------
 
@@ -56,12 +59,7 @@ void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
 void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   const char *dname;
   RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
-  int64_t batch = 1000;
-  for (int i = 0; i < s->nopts; i++) {
-    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
-    batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
-    if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
-  }
+  int64_t batch = eval_batch(ev, s);
   RtDType want[RT_DATA_MAXCOL];
   int *col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
@@ -100,10 +98,41 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   run->eval_batches = NULL;
 }
 
+// An evaluate statement's batch= option (1000 when not given).
+static int64_t eval_batch(Ev *ev, AstNode *s) {
+  int64_t batch = 1000;
+  for (int i = 0; i < s->nopts; i++) {
+    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
+    batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
+    if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
+  }
+  return batch;
+}
+
+// kiln build: the first evaluate statement's graph, data and batch size.
+void build_record_metrics(Ev *ev, AstNode *s, Metrics *m) {
+  Build *b = ev->build;
+  if (b->eval.pr) return;
+  BuildGraph *g = &b->eval;
+  g->pr = m->pr;
+  g->role = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
+  g->col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
+  for (int i = 0; i < m->nin; i++) {
+    int data = m->ins[i]->a.i[0] == ROLE_INPUT;
+    g->role[i] = data ? RT_ARG_DATA : RT_ARG_TENSOR;
+    g->col[i] = data ? build_input_column(ev, m->ins[i]) : -1;
+  }
+  g->out_names = m->names;
+  g->per_example = m->per_example;
+  b->eval_batch = eval_batch(ev, s);
+  build_data_spec(ev, s->rhs, SPLIT_TEST, &b->eval_data);
+}
+
 void ev_exec_evaluate(Ev *ev, AstNode *s) {
   Metrics m;
   metrics_compile(ev, s, &m);
   if (!m.pr) return;   // kiln ir / emit-c: shown, not run
+  if (ev->build) { build_record_metrics(ev, s, &m); return; }
   double *v = arena_alloc(ev->arena, sizeof(double) * (m.n + 1));
   metrics_run(ev, s, &m, v);
   for (int i = 0; i < m.n; i++) fprintf(ev->out, "%s: %.6g\n", m.names[i], v[i]);

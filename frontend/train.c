@@ -3,6 +3,7 @@
 // run over mini-batches from the runtime's batcher. Parameters and optimizer
 // state are double-buffered: a step writes the next values while it reads the
 // current ones, and the trainer swaps the pointers.
+#include "build.h"
 #include "optim.h"
 #include "train_int.h"
 #include <math.h>
@@ -17,7 +18,7 @@ typedef struct {
   uint64_t seed;
   double clip, gamma, min_lr;
   int64_t warmup, step_size;
-  enum { SCHED_CONSTANT, SCHED_STEP, SCHED_COSINE } schedule;
+  int schedule;            // RT_SCHED_*
   const char *checkpoint;
   int shuffle;
 } TrainSpec;
@@ -73,9 +74,9 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
       Value v = ev_eval_expr(ev, ev->globals, kw->lhs);
       if (v.kind != V_STR) ev_fail(ev, kw->lhs->span, "%s must be a string", k);
       if (!strcmp(k, "checkpoint")) { ts->checkpoint = v.s; continue; }
-      if (!strcmp(v.s, "constant")) ts->schedule = SCHED_CONSTANT;
-      else if (!strcmp(v.s, "step")) ts->schedule = SCHED_STEP;
-      else if (!strcmp(v.s, "cosine")) ts->schedule = SCHED_COSINE;
+      if (!strcmp(v.s, "constant")) ts->schedule = RT_SCHED_CONSTANT;
+      else if (!strcmp(v.s, "step")) ts->schedule = RT_SCHED_STEP;
+      else if (!strcmp(v.s, "cosine")) ts->schedule = RT_SCHED_COSINE;
       else ev_fail(ev, kw->lhs->span, "schedule must be \"constant\", \"step\" or \"cosine\"");
       continue;
     }
@@ -102,17 +103,10 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
   if (ts->step_size < 1) ev_fail(ev, s->span, "step_size must be at least 1");
 }
 
-// The learning rate at a step: warmup, then the schedule.
+// The learning rate at a step: the runtime's, which built binaries use too.
 static double lr_at(const TrainSpec *ts, int64_t step, int64_t total, int epoch) {
-  double lr = ts->opt.lr;
-  if (ts->warmup && step < ts->warmup) return lr * (double)(step + 1) / (double)ts->warmup;
-  if (ts->schedule == SCHED_STEP) lr *= pow(ts->gamma, (double)(epoch / ts->step_size));
-  if (ts->schedule == SCHED_COSINE && total > ts->warmup) {
-    double f = (double)(step - ts->warmup) / (double)(total - ts->warmup);
-    if (f > 1) f = 1;
-    lr = ts->min_lr + 0.5 * (lr - ts->min_lr) * (1 + cos(M_PI * f));
-  }
-  return lr;
+  RtSchedule sc = {ts->opt.lr, ts->gamma, ts->min_lr, ts->warmup, ts->step_size, (int)ts->schedule};
+  return rt_schedule_lr(&sc, step, total, epoch);
 }
 
 // The step graph's inputs and outputs, and where each one's value lives.
@@ -258,6 +252,39 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
 }
 
+// kiln build: the step graph and where its arguments come from, instead of a run.
+static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
+  Build *b = ev->build;
+  if (b->ntrain++) ev_fail(ev, s->span, "kiln build: a built binary runs one train statement, and this is the second");
+  BuildGraph *g = &b->step;
+  g->pr = st->pr;
+  trainer(ev)->run.step = NULL;   // the Build holds it now
+  g->role = arena_alloc(ev->arena, sizeof(int) * (st->nin + 1));
+  g->col = arena_alloc(ev->arena, sizeof(int) * (st->nin + 1));
+  for (int i = 0; i < st->nin; i++) {
+    g->col[i] = st->in_col[i];
+    g->role[i] = st->in_col[i] >= 0 ? RT_ARG_DATA : RT_ARG_TENSOR;
+    for (int k = 0; k <= OPT_NSCALARS; k++)
+      if (st->in_val[i] == &st->scalars[k]) g->role[i] = RT_ARG_LR + k;
+  }
+  g->out_names = arena_alloc(ev->arena, sizeof(char *) * (st->nout + 1));
+  g->out_names[0] = "loss";
+  for (int o = 1; o < st->nout; o++) {
+    for (int i = 0; i < st->nin && !g->out_names[o]; i++)
+      if (st->in_val[i] == st->out_dst[o]) g->out_names[o] = st->ins[i]->a.name;
+    if (!g->out_names[o]) ev_fail(ev, s->span, "kiln build: output %d of the training step replaces a value the step does not read", o);
+  }
+  build_data_spec(ev, s->rhs, SPLIT_TRAIN, &b->train_data);
+  b->optimizer = opt_name(ts->opt.kind);
+  b->beta1 = ts->opt.beta1;
+  b->beta2 = ts->opt.beta2;
+  b->sched = (RtSchedule){ts->opt.lr, ts->gamma, ts->min_lr, ts->warmup, ts->step_size, (int)ts->schedule};
+  b->batch = ts->batch;
+  b->epochs = ts->epochs;
+  b->shuffle = ts->shuffle;
+  b->seed = ts->seed;
+}
+
 static volatile sig_atomic_t interrupt_flag;
 static void on_sigint(int sig) { (void)sig; interrupt_flag = 1; }
 
@@ -306,6 +333,11 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   if (!st.pr) return;   // kiln ir / emit-c showed it
   Metrics em = {0};
   if (ev->next_eval) metrics_compile(ev, ev->next_eval, &em);
+  if (ev->build) {
+    record_train(ev, s, &ts, &st);
+    if (em.pr) build_record_metrics(ev, ev->next_eval, &em);
+    return;
+  }
   RtDType want[RT_DATA_MAXCOL];
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
   for (int i = 0; i < st.nin; i++) if (st.in_col[i] >= 0) want[st.in_col[i]] = (RtDType)st.ins[i]->dtype;
