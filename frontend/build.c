@@ -50,7 +50,8 @@ static const char usage[] =
   "statement's metrics; the parameters are embedded as the program initialized them.\n"
   "\n"
   "options:\n"
-  "  -o OUT                the executable (with --lib: OUT.a, OUT.so and OUT.h)\n"
+  "  -o OUT                the executable (with --lib: OUT.a, OUT.so and NAME.h beside\n"
+  "                        them, NAME being OUT's name without lib: -o libmlp gives mlp.h)\n"
   "  --lib                 a library with a C API in place of an executable\n"
   "  --output NAME         the value predict computes (default: logits, else output)\n"
   "  --embed-weights FILE  embed these weights (safetensors); predict then needs no --weights\n"
@@ -255,7 +256,7 @@ static int write_model_c(const char *path, Ev *ev, const Build *b, const BuildOp
   fputs("static const char *const symnames[] = {", f);
   for (int i = 0; i < ev->c->nsyms; i++) { c_string(f, ev->c->symnames[i]); fputs(", ", f); }
   fputs("NULL};\n", f);
-  fprintf(f, "const RtModel %s_model = {\n  ", name);
+  fprintf(f, "const RtModel kiln_model_%s = {\n  ", name);
   c_string(f, name);
   fputs(", ", f);
   c_string(f, o->file);
@@ -277,7 +278,7 @@ static int write_model_c(const char *path, Ev *ev, const Build *b, const BuildOp
   c_string(f, b->save_path);
   fprintf(f, ",\n  kiln_init, kiln_init_end, %s, %s};\n", o->weights ? "kiln_weights" : "NULL", o->weights ? "kiln_weights_end" : "NULL");
   if (!o->lib)
-    fprintf(f, "\nint main(int argc, char **argv) { return rt_model_main(&%s_model, argc, argv); }\n", name);
+    fprintf(f, "\nint main(int argc, char **argv) { return rt_model_main(&kiln_model_%s, argc, argv); }\n", name);
   return fclose(f);
 }
 
@@ -346,54 +347,115 @@ static ApiShape api_shape(const Build *b) {
 static int write_header(const char *path, const char *N, const char *file, ApiShape sh) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
+  char U[256];   // NAME in capitals, for macros
+  size_t i = 0;
+  for (; N[i] && i < sizeof U - 1; i++) U[i] = (char)(N[i] >= 'a' && N[i] <= 'z' ? N[i] - 32 : N[i]);
+  U[i] = 0;
+  fprintf(f, "// %s.h: the model %s as a library, made by `kiln build --lib` from %s.\n", N, N, file);
   fprintf(f,
-    "// %s.h: the model %s as a library, made by `kiln build --lib` from %s.\n"
     "//\n"
-    "// Link with lib%s.a (the model, its compiled graphs and Kiln's runtime) and the few\n"
-    "// system libraries the runtime needs, or with lib%s.so:\n"
+    "// Link with lib%s.a (the model, its compiled graphs and Kiln's runtime) and the system\n"
+    "// libraries the runtime needs, or with lib%s.so:\n"
     "//     cc app.c lib%s.a -lblis -lz -lm -lmvec -lpthread -fopenmp\n"
     "//     cc app.c -L. -l%s -Wl,-rpath,'$ORIGIN'\n"
-    "//\n"
+    "//\n", N, N, N, N);
+  fprintf(f,
     "// A worked example: load trained weights and predict one example.\n"
     "//\n"
     "//     char err[512];\n"
-    "//     %s_model *m = %s_create(1, err, sizeof err);        // 1 thread; 0: all cores\n"
+    "//     %s_model *m = %s_create(1, err, sizeof err);     // 1 thread; 0: all cores\n"
     "//     if (!m || %s_load(m, \"%s.safetensors\", err, sizeof err)) {\n"
     "//       fprintf(stderr, \"%%s\\n\", err);\n"
     "//       exit(1);\n"
-    "//     }\n"
-    "//     float x[%s_INPUT_SIZE] = {0};     // one example's input values (%s)\n"
-    "//     float y[%s_OUTPUT_SIZE];          // its output (%s)\n"
+    "//     }\n", N, N, N, N);
+  fprintf(f,
+    "//     float x[%s_INPUT_SIZE] = {0};   // one example's input values (%s)\n"
+    "//     float y[%s_OUTPUT_SIZE];        // its output (%s)\n"
     "//     if (%s_forward(m, x, 1, y, err, sizeof err)) fprintf(stderr, \"%%s\\n\", err);\n"
     "//     %s_free(m);\n"
     "//\n"
+    "// examples/embed/ in Kiln's sources is a whole program built this way.\n"
     "// Functions return 0 (or a pointer) on success, -1 (or NULL) with a message in err.\n"
     "// Buffers are the caller's: dense, row-major, n examples one after another. A handle\n"
-    "// serves one call at a time; the results are those of `kiln run` on the same weights.\n"
+    "// serves one call at a time; the results are those of `kiln run` with the same weights.\n",
+    U, sh.in_dt, U, sh.out_dt, N, N);
+  fprintf(f,
     "#ifndef %s_MODEL_H\n#define %s_MODEL_H\n#include <stddef.h>\n#include <stdint.h>\n\n"
     "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
     "#define %s_INPUT_SIZE %lld    // values per example of the input (%s)\n"
     "#define %s_OUTPUT_SIZE %lld   // values per example of the output (%s)\n\n",
-    N, N, file, N, N, N, N, N, N, N, N, N, sh.in_dt, N, sh.out_dt, N, N, N, N, N, (long long)sh.in_size, sh.in_dt, N,
-    (long long)sh.out_size, sh.out_dt);
+    U, U, U, (long long)sh.in_size, sh.in_dt, U, (long long)sh.out_size, sh.out_dt);
   fprintf(f,
     "typedef struct %s_model %s_model;\n\n"
     "// A model with the parameters as the program initialized them; threads <= 0: all cores.\n"
     "%s_model *%s_create(int threads, char *err, size_t errlen);\n"
-    "void %s_free(%s_model *m);\n"
+    "void %s_free(%s_model *m);\n", N, N, N, N, N, N);
+  fprintf(f,
     "// Weights (and optimizer state) from a safetensors checkpoint: kiln run's save, or the\n"
     "// built binary's train; every parameter must be there with its shape.\n"
     "int %s_load(%s_model *m, const char *path, char *err, size_t errlen);\n"
-    "int %s_save(%s_model *m, const char *path, char *err, size_t errlen);\n"
+    "int %s_save(%s_model *m, const char *path, char *err, size_t errlen);\n", N, N, N, N);
+  fprintf(f,
     "// The output of n examples: x holds n * %s_INPUT_SIZE values, y gets n * %s_OUTPUT_SIZE.\n"
-    "int %s_forward(%s_model *m, const void *x, int64_t n, void *y, char *err, size_t errlen);\n"
+    "int %s_forward(%s_model *m, const void *x, int64_t n, void *y, char *err, size_t errlen);\n", U, U, N, N);
+  fprintf(f,
     "// One training step (forward, gradient, optimizer update) on n examples: x as above,\n"
     "// labels n values of the label input's type; *loss gets the batch's loss. lr < 0: the\n"
     "// program's learning rate. -1 when the program has no train statement.\n"
     "int %s_train_step(%s_model *m, const void *x, const void *labels, int64_t n, double lr,\n"
     "                  double *loss, char *err, size_t errlen);\n\n"
-    "#ifdef __cplusplus\n}\n#endif\n#endif\n",
-    N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N);
+    "#ifdef __cplusplus\n}\n#endif\n#endif\n", N, N);
+  return fclose(f);
+}
+
+static int write_api_c(const char *path, const char *name, ApiShape sh) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fprintf(f,
+    "// Generated by kiln build --lib: the API of %s.h over runtime/model.h's sessions.\n"
+    "#include \"runtime/model.h\"\n#include \"%s.h\"\n#include <stdlib.h>\n\n"
+    "extern const RtModel kiln_model_%s;\n\n",
+    name, name, name);
+  (void)sh;
+  fprintf(f,
+    "struct %s_model { RtSession *s; };\n\n"
+    "%s_model *%s_create(int threads, char *err, size_t errlen) {\n"
+    "  RtSession *s = rt_session_new(&kiln_model_%s, threads, err, errlen);\n"
+    "  if (!s) return NULL;\n"
+    "  %s_model *m = malloc(sizeof *m);\n"
+    "  if (!m) { rt_session_free(s); snprintf(err, errlen, \"out of memory\"); return NULL; }\n"
+    "  m->s = s;\n  return m;\n}\n\n"
+    "int %s_load(%s_model *m, const char *path, char *err, size_t errlen) { return rt_session_load(m->s, path, err, errlen); }\n"
+    "int %s_save(%s_model *m, const char *path, char *err, size_t errlen) { return rt_session_save(m->s, path, err, errlen); }\n"
+    "void %s_free(%s_model *m) { if (m) rt_session_free(m->s); free(m); }\n\n",
+    name, name, name, name, name, name, name, name, name, name, name);
+  // A tensor of n examples of an argument's per-example shape.
+  fprintf(f,
+    "static RtTensor batch_of(const RtArg *a, const void *p, int64_t n) {\n"
+    "  RtTensor t = {(RtDType)a->dtype, a->ndim, {n}, (void *)p, 0};\n"
+    "  for (int d = 1; d < a->ndim; d++) t.shape[d] = a->shape[d].k;\n"
+    "  return t;\n}\n\n"
+    "static const RtArg *data_arg(const RtGraph *g, int col) {\n"
+    "  for (int i = 0; g && i < g->nin; i++) if (g->ins[i].role == RT_ARG_DATA && g->ins[i].col == col) return &g->ins[i];\n"
+    "  return NULL;\n}\n\n"
+    "int %s_forward(%s_model *m, const void *x, int64_t n, void *y, char *err, size_t errlen) {\n"
+    "  const RtGraph *g = kiln_model_%s.predict;\n"
+    "  const RtArg *a = data_arg(g, 0);\n"
+    "  if (!a) { snprintf(err, errlen, \"the model has no input to predict from\"); return -1; }\n"
+    "  RtTensor in = batch_of(a, x, n), out = batch_of(&g->outs[0], y, n);\n"
+    "  return rt_session_forward(m->s, &in, &out, err, errlen);\n}\n\n"
+    "int %s_train_step(%s_model *m, const void *x, const void *labels, int64_t n, double lr, double *loss,\n"
+    "                  char *err, size_t errlen) {\n"
+    "  const RtGraph *g = kiln_model_%s.step;\n"
+    "  if (!g) { snprintf(err, errlen, \"the program has no train statement\"); return -1; }\n"
+    "  RtTensor cols[RT_DATA_MAXCOL] = {{0}};\n"
+    "  const void *ptr[2] = {x, labels};\n"
+    "  for (int c = 0; c < 2; c++) {\n"
+    "    const RtArg *a = data_arg(g, c);\n"
+    "    if (a) cols[c] = batch_of(a, ptr[c], n);\n"
+    "  }\n"
+    "  return rt_session_train_step(m->s, cols, lr, loss, err, errlen);\n}\n",
+    name, name, name, name, name, name);
   return fclose(f);
 }
 
@@ -462,62 +524,13 @@ static int link_lib(const BuildOpts *o, const char *name, const char *dir, const
   snprintf(cmd, sizeof cmd, "mkdir -p '%s/rt' && cd '%s/rt' && ar x '%s' && ar rcs '%s%s.a' '%s/model.o' '%s/api.o'%s '%s'/rt/*.o",
            dir, dir, lib, o->out[0] == '/' ? "" : "$OLDPWD/", o->out, dir, dir, objs, dir);
   if (run_cmd(cmd)) { snprintf(err, n, "making %s.a failed: %s", o->out, cmd); return -1; }
-  snprintf(cmd, sizeof cmd, "%s -shared -o '%s.so' '%s/model.o' '%s/api.o'%s '%s' %s", cc, o->out, dir, dir, objs, lib, KILN_RT_LINK_SHARED);
+  snprintf(cmd, sizeof cmd, "%s -shared -Wl,--exclude-libs,ALL -o '%s.so' '%s/model.o' '%s/api.o'%s '%s' %s", cc, o->out, dir, dir, objs, lib, KILN_RT_LINK_SHARED);
   if (run_cmd(cmd)) { snprintf(err, n, "linking %s.so failed: %s", o->out, cmd); return -1; }
-  snprintf(path, sizeof path, "%s.h", o->out);
+  // The header is NAME.h beside the libraries: -o dir/libmlp gives dir/libmlp.a and dir/mlp.h.
+  const char *slash = strrchr(o->out, '/');
+  snprintf(path, sizeof path, "%.*s%s.h", slash ? (int)(slash - o->out + 1) : 0, o->out, name);
   if (write_header(path, name, o->file, sh)) { snprintf(err, n, "cannot write %s", path); return -1; }
   return 0;
-}
-
-static int write_api_c(const char *path, const char *name, ApiShape sh) {
-  FILE *f = fopen(path, "w");
-  if (!f) return -1;
-  fprintf(f,
-    "// Generated by kiln build --lib: the API of %s.h over runtime/model.h's sessions.\n"
-    "#include \"runtime/model.h\"\n#include \"%s.h\"\n#include <stdlib.h>\n\n"
-    "extern const RtModel %s_model;\n\n",
-    name, name, name);
-  (void)sh;
-  fprintf(f,
-    "struct %s_model { RtSession *s; };\n\n"
-    "%s_model *%s_create(int threads, char *err, size_t errlen) {\n"
-    "  RtSession *s = rt_session_new(&%s_model, threads, err, errlen);\n"
-    "  if (!s) return NULL;\n"
-    "  %s_model *m = malloc(sizeof *m);\n"
-    "  if (!m) { rt_session_free(s); snprintf(err, errlen, \"out of memory\"); return NULL; }\n"
-    "  m->s = s;\n  return m;\n}\n\n"
-    "int %s_load(%s_model *m, const char *path, char *err, size_t errlen) { return rt_session_load(m->s, path, err, errlen); }\n"
-    "int %s_save(%s_model *m, const char *path, char *err, size_t errlen) { return rt_session_save(m->s, path, err, errlen); }\n"
-    "void %s_free(%s_model *m) { if (m) rt_session_free(m->s); free(m); }\n\n",
-    name, name, name, name, name, name, name, name, name, name, name);
-  // A tensor of n examples of an argument's per-example shape.
-  fprintf(f,
-    "static RtTensor batch_of(const RtArg *a, const void *p, int64_t n) {\n"
-    "  RtTensor t = {(RtDType)a->dtype, a->ndim, {n}, (void *)p, 0};\n"
-    "  for (int d = 1; d < a->ndim; d++) t.shape[d] = a->shape[d].k;\n"
-    "  return t;\n}\n\n"
-    "static const RtArg *data_arg(const RtGraph *g, int col) {\n"
-    "  for (int i = 0; g && i < g->nin; i++) if (g->ins[i].role == RT_ARG_DATA && g->ins[i].col == col) return &g->ins[i];\n"
-    "  return NULL;\n}\n\n"
-    "int %s_forward(%s_model *m, const void *x, int64_t n, void *y, char *err, size_t errlen) {\n"
-    "  const RtGraph *g = %s_model.predict;\n"
-    "  const RtArg *a = data_arg(g, 0);\n"
-    "  if (!a) { snprintf(err, errlen, \"the model has no input to predict from\"); return -1; }\n"
-    "  RtTensor in = batch_of(a, x, n), out = batch_of(&g->outs[0], y, n);\n"
-    "  return rt_session_forward(m->s, &in, &out, err, errlen);\n}\n\n"
-    "int %s_train_step(%s_model *m, const void *x, const void *labels, int64_t n, double lr, double *loss,\n"
-    "                  char *err, size_t errlen) {\n"
-    "  const RtGraph *g = %s_model.step;\n"
-    "  if (!g) { snprintf(err, errlen, \"the program has no train statement\"); return -1; }\n"
-    "  RtTensor cols[RT_DATA_MAXCOL] = {{0}};\n"
-    "  const void *ptr[2] = {x, labels};\n"
-    "  for (int c = 0; c < 2; c++) {\n"
-    "    const RtArg *a = data_arg(g, c);\n"
-    "    if (a) cols[c] = batch_of(a, ptr[c], n);\n"
-    "  }\n"
-    "  return rt_session_train_step(m->s, cols, lr, loss, err, errlen);\n}\n",
-    name, name, name, name, name, name);
-  return fclose(f);
 }
 
 // ---- kiln build ----
@@ -604,6 +617,6 @@ int build_main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "kiln build: could not remove %s\n", dir);
   }
-  if (!rc) fprintf(stderr, "kiln build: wrote %s%s\n", o.out, o.lib ? ".a, .so and .h" : "");
+  if (!rc) fprintf(stderr, "kiln build: wrote %s%s\n", o.out, o.lib ? ".a, .so and a header" : "");
   return rc ? 1 : 0;
 }

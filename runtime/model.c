@@ -15,7 +15,7 @@ typedef struct { char *name; RtTensor t; } Named;
 struct RtSession {
   const RtModel *m;
   KRt *rt;
-  Named *ts; int nts;          // parameters first (the initial image's order), then state made on use
+  Named **ts; int nts;         // each allocated alone (graph arguments point into them); parameters first (the initial image's order), then state made on use
   int nparams;
   int64_t step;
   int epoch;
@@ -60,16 +60,16 @@ static void shape_str(const RtModel *m, const RtArg *a, char *b, size_t n) {
 
 // ---- named tensors ----
 static Named *find(RtSession *s, const char *name) {
-  for (int i = 0; i < s->nts; i++) if (!strcmp(s->ts[i].name, name)) return &s->ts[i];
+  for (int i = 0; i < s->nts; i++) if (!strcmp(s->ts[i]->name, name)) return s->ts[i];
   return NULL;
 }
 
 static Named *add(RtSession *s, const char *name, RtTensor t) {
-  Named *n = realloc(s->ts, sizeof *n * (s->nts + 1));
-  if (!n) abort();
-  s->ts = n;
-  s->ts[s->nts] = (Named){strdup(name), t};
-  return &s->ts[s->nts++];
+  Named **ts = realloc(s->ts, sizeof *ts * (s->nts + 1)), *n = malloc(sizeof *n);
+  if (!ts || !n) abort();
+  s->ts = ts;
+  *n = (Named){strdup(name), t};
+  return s->ts[s->nts++] = n;
 }
 
 static RtTensor copy_of(const RtTensor *t) {
@@ -111,7 +111,7 @@ RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errle
 
 void rt_session_free(RtSession *s) {
   if (!s) return;
-  for (int i = 0; i < s->nts; i++) { free(s->ts[i].name); rt_tensor_free(&s->ts[i].t); }
+  for (int i = 0; i < s->nts; i++) { free(s->ts[i]->name); rt_tensor_free(&s->ts[i]->t); free(s->ts[i]); }
   if (s->next && s->m->step)
     for (int i = 0; i < s->m->step->nout; i++) rt_tensor_free(&s->next[i]);
   for (int i = 0; i < 4; i++) rt_tensor_free(&s->scalars[i]);
@@ -151,16 +151,16 @@ static void tensor_str(const RtTensor *t, char *b, size_t n) {
 // step and epoch when f has them (what `kiln run --resume` continues from).
 static int load_file(RtSession *s, RtTensorFile *f, const char *path, char *err, size_t errlen) {
   for (int i = 0; i < s->nparams; i++) {
-    const RtTensor *t = rt_tensorfile_find(f, s->ts[i].name);
-    if (!t) return fail(err, errlen, "%s: no tensor '%s' (a parameter of %s)", path, s->ts[i].name, s->m->name);
-    if (!same_shape(t, &s->ts[i].t)) {
+    const RtTensor *t = rt_tensorfile_find(f, s->ts[i]->name);
+    if (!t) return fail(err, errlen, "%s: no tensor '%s' (a parameter of %s)", path, s->ts[i]->name, s->m->name);
+    if (!same_shape(t, &s->ts[i]->t)) {
       char have[128], want[128];
       tensor_str(t, have, sizeof have);
-      tensor_str(&s->ts[i].t, want, sizeof want);
-      return fail(err, errlen, "%s: tensor '%s' is %s, but the parameter is %s", path, s->ts[i].name, have, want);
+      tensor_str(&s->ts[i]->t, want, sizeof want);
+      return fail(err, errlen, "%s: tensor '%s' is %s, but the parameter is %s", path, s->ts[i]->name, have, want);
     }
   }
-  for (int i = 0; i < s->nparams; i++) memcpy(s->ts[i].t.data, rt_tensorfile_find(f, s->ts[i].name)->data, rt_tensor_nbytes(&s->ts[i].t));
+  for (int i = 0; i < s->nparams; i++) memcpy(s->ts[i]->t.data, rt_tensorfile_find(f, s->ts[i]->name)->data, rt_tensor_nbytes(&s->ts[i]->t));
   if (rt_tensorfile_meta(f, "optimizer"))
     for (int i = 0; i < f->n; i++) {
       if (strncmp(f->names[i], "optimizer.", 10)) continue;
@@ -198,7 +198,7 @@ int rt_session_save(RtSession *s, const char *path, char *err, size_t errlen) {
   if (!ts) return fail(err, errlen, "out of memory");
   int n = 0;
   for (int i = 0; i < s->nts; i++)
-    if (i < s->nparams || !strncmp(s->ts[i].name, "optimizer.", 10)) ts[n++] = (RtNamedTensor){s->ts[i].name, &s->ts[i].t};
+    if (i < s->nparams || !strncmp(s->ts[i]->name, "optimizer.", 10)) ts[n++] = (RtNamedTensor){s->ts[i]->name, &s->ts[i]->t};
   char step[32], epoch[32];
   snprintf(step, sizeof step, "%lld", (long long)s->step);
   snprintf(epoch, sizeof epoch, "%d", s->epoch);
