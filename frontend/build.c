@@ -93,6 +93,13 @@ static int parse(int argc, char **argv, BuildOpts *o) {
     else { fprintf(stderr, "kiln build: unexpected argument '%s'\n", a); return -1; }
   }
   if (!o->file || !o->out) { fprintf(stderr, "kiln build: give FILE.kiln and -o OUT\n\n%s", usage); return -1; }
+  // Paths go to the compiler and the assembler inside quotes.
+  const char *paths[] = {o->out, o->keep, o->file, getenv("TMPDIR")};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+    if (paths[i] && strpbrk(paths[i], "'\"\\\n")) {
+      fprintf(stderr, "kiln build: a path with a quote, backslash or newline is not supported: %s\n", paths[i]);
+      return -1;
+    }
   for (const char *p = o->cpu; *p; p++)
     if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z'))) {
       fprintf(stderr, "kiln build: --target-cpu '%s' is not a CPU name\n", o->cpu);

@@ -121,11 +121,15 @@ void rt_session_free(RtSession *s) {
   free(s);
 }
 
-int64_t rt_model_param_count(const RtModel *m) {
+int64_t rt_model_param_count(const RtModel *m, int64_t *bytes) {
   RtTensorFile f;
   if (rt_safetensors_load_mem(m->init, (size_t)(m->init_end - m->init), "init", &f, NULL, 0)) return -1;
   int64_t n = 0;
-  for (int i = 0; i < f.n; i++) n += rt_tensor_numel(&f.t[i]);
+  if (bytes) *bytes = 0;
+  for (int i = 0; i < f.n; i++) {
+    n += rt_tensor_numel(&f.t[i]);
+    if (bytes) *bytes += (int64_t)rt_tensor_nbytes(&f.t[i]);
+  }
   rt_tensorfile_free(&f);
   return n;
 }

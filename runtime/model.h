@@ -120,8 +120,9 @@ int rt_session_evaluate(RtSession *s, const RtDataset *ds, int64_t limit, double
                         size_t errlen);
 // A data spec's split, read with data.h's loaders (dir: --data DIR in place of the program's).
 int rt_model_data(const RtDataSpec *d, const char *dir, RtDataset *out, char *err, size_t errlen);
-// The number of parameter elements, from the initial image.
-int64_t rt_model_param_count(const RtModel *m);
+// The number of parameter values (and their bytes, when bytes is not NULL), from the
+// initial image; -1 if it cannot be read.
+int64_t rt_model_param_count(const RtModel *m, int64_t *bytes);
 
 // ---- the command line of a built binary (standalone.c) ---------------------------------
 int rt_model_main(const RtModel *m, int argc, char **argv);

@@ -103,8 +103,8 @@ static int info(const RtModel *m) {
     printf("output:\n");
     print_arg(m, &m->predict->outs[0]);
   }
-  int64_t n = rt_model_param_count(m);
-  printf("parameters: %lld values", (long long)n);
+  int64_t bytes, n = rt_model_param_count(m, &bytes);
+  printf("parameters: %lld values, %lld bytes", (long long)n, (long long)bytes);
   printf(m->weights ? " (weights embedded)\n" : " (weights loaded at start-up: --weights FILE)\n");
   if (m->predict)
     printf("planned peak memory, predict: %zu bytes of scratch at batch 1, %zu at batch 1000\n",

@@ -13,9 +13,11 @@ statement counts the outputs that differ). Also: info; embedded weights; a
 portable build (the default --target-cpu) close to native; a binary copied to
 an empty directory and run with an empty environment, needing no LLVM, Clang
 or Kiln library (ldd); the library (--lib) with examples/embed/main.c against
-libmlp.a and libmlp.so; and bad inputs (wrong shape, wrong dtype, missing or
-corrupt weights, weights of another model, no weights, bad options) ending in
-a message and exit status 1 or 2, never a crash. Ends with "N passed, N failed".
+libmlp.a and libmlp.so; IDX and CSV inputs; --resume (the binary's and kiln
+run's, across each other's checkpoints); Ctrl-C; and bad inputs (wrong shape,
+wrong dtype, missing or corrupt weights, weights of another model, no weights,
+bad options) ending in a message and exit status 1 or 2, never a crash. Ends
+with "N passed, N failed".
 """
 import gzip
 import os
@@ -248,6 +250,65 @@ def library(mlp):
               rc == 0 and got.shape == want.shape and got.tobytes() == want.tobytes() and "loss" in out, out + err)
 
 
+def input_formats(mlp):
+    """IDX and CSV inputs give what the same rows as .npy give."""
+    exe, ref, pred = mlp
+    idx = os.path.join(FM, "t10k-images-idx3-ubyte.gz")
+    out = os.path.join(TMP, "pred_idx.npy")
+    rc, o, err = run([exe, "predict", "--threads", "1", "--batch", str(NPRED), "--weights", ref, idx, "-o", out])
+    ok = rc == 0 and np.load(out).shape == (256, 10) and np.load(out)[:NPRED].tobytes() == np.load(pred).tobytes()
+    check("predict reads an IDX file (normalized as the data statement says)", ok, o + err)
+    x = np.load(os.path.join(TMP, "x_flat.npy"))[:5]
+    csv, npy5 = os.path.join(TMP, "x5.csv"), os.path.join(TMP, "x5.npy")
+    with open(csv, "w") as f:
+        for r in x:
+            f.write(",".join("%.9g" % v for v in r) + "\n")
+    np.save(npy5, x)
+    rc1, o1, e1 = run([exe, "predict", "--threads", "1", "--weights", ref, csv, "-o", out])
+    a = np.load(out) if rc1 == 0 else None
+    rc2, o2, e2 = run([exe, "predict", "--threads", "1", "--weights", ref, npy5, "-o", out])
+    ok = rc1 == 0 and rc2 == 0 and a.tobytes() == np.load(out).tobytes()
+    check("predict reads a CSV file", ok, o1 + e1 + o2 + e2)
+    rc, o, err = run([exe, "predict", "--threads", "1", "--weights", ref, npy5])
+    check("predict without -o prints the values", rc == 0 and o.startswith("[[") and o.count("[") == 6, o + err)
+
+
+def resume(lr):
+    """Two epochs at once, one and then one more with --resume, and kiln run --resume of
+    the binary's checkpoint: the same weights."""
+    exe = lr[0]
+    p = lambda n: os.path.join(TMP, n)
+    common = ["--data", FM, "--threads", "1", "--progress", "lines", "--eval-examples", "50"]
+    r1 = run([exe, "train", "--epochs", "2", "--out", p("two.safetensors")] + common)
+    r2 = run([exe, "train", "--epochs", "1", "--out", p("one.safetensors")] + common)
+    r3 = run([exe, "train", "--epochs", "2", "--resume", p("one.safetensors"), "--out", p("resumed.safetensors")] + common)
+    ok = all(r[0] == 0 for r in (r1, r2, r3))
+    diff = same_tensors(load_st(p("two.safetensors")), load_st(p("resumed.safetensors"))) if ok else "a run failed"
+    check("binary: train --resume continues to the same weights", ok and not diff, diff + r3[1] + r3[2])
+    src = p("lr_resume.kiln")
+    with open(src, "w") as f:
+        f.write(example_text("logreg") + '\nsave "%s"\n' % p("kiln_resumed.safetensors"))
+    rc, out, err = run([KILN, "run", src, "--threads", "1", "--epochs", "2", "--eval-examples", "50",
+                        "--resume", p("one.safetensors"), "--progress", "lines"])
+    diff = same_tensors(load_st(p("two.safetensors")), load_st(p("kiln_resumed.safetensors"))) if rc == 0 else "kiln run failed"
+    check("kiln run --resume continues a binary's checkpoint to the same weights", not diff, diff + out + err[-2000:])
+
+
+def interrupt(lr):
+    """Ctrl-C stops training, saves the checkpoint, exit status 130."""
+    import signal
+    import time
+    exe = lr[0]
+    out = os.path.join(TMP, "stopped.safetensors")
+    pr = subprocess.Popen([exe, "train", "--data", FM, "--epochs", "100000", "--progress", "lines", "--out", out],
+                          cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    pr.send_signal(signal.SIGINT)
+    o, e = pr.communicate(timeout=60)
+    check("binary: Ctrl-C saves the checkpoint and exits with 130",
+          pr.returncode == 130 and os.path.exists(out) and "interrupted" in e, "rc %d\n%s" % (pr.returncode, e[-1500:]))
+
+
 def bad_inputs(mlp):
     exe, ref, pred = mlp
     x = os.path.join(TMP, "x_flat.npy")
@@ -292,16 +353,21 @@ def main():
     make_data()
     results = {}
     for name in ("logreg", "mlp", "cnn"):
-        if ONLY and ONLY not in name and ONLY not in ("embed", "lib", "bad", "clean", "portable"):
+        extras = ("embed", "lib", "bad", "clean", "portable", "input", "resume", "interrupt")
+        if ONLY and ONLY not in name and ONLY not in extras:
             continue
-        if ONLY in ("embed", "lib", "bad", "clean", "portable") and name != "mlp" and name != "logreg":
+        if ONLY in extras and name == "cnn":
             continue
         results[name] = example(name)
-    mlp = results.get("mlp")
+    mlp, lr = results.get("mlp"), results.get("logreg")
     if mlp:
-        for fn in (embedded, portable, clean_dir, library, bad_inputs):
+        for fn in (embedded, portable, clean_dir, library, input_formats, bad_inputs):
             if not ONLY or ONLY in fn.__name__ or ONLY == "mlp":
                 fn(mlp)
+    if lr:
+        for fn in (resume, interrupt):
+            if not ONLY or ONLY in fn.__name__ or ONLY == "logreg":
+                fn(lr)
     shutil.rmtree(TMP, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
