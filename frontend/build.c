@@ -11,7 +11,6 @@
 #include "build.h"
 #include "train_int.h"
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -117,17 +116,7 @@ int build_input_column(Ev *ev, Node *in) {
 void build_data_spec(Ev *ev, AstNode *e, int dflt, RtDataSpec *out) {
   Value v = ev_eval_expr(ev, ev->globals, e);
   if (v.kind != V_DATA) ev_fail(ev, e->span, "expected a data set here (a name from a data statement, like fmnist.train)");
-  DataSrc *d = v.data;
-  int split = d->split == SPLIT_NONE ? dflt : d->split;
-  memset(out, 0, sizeof *out);
-  out->kind = d->kind;
-  out->dir = d->dir;
-  out->nfiles = d->nfiles[split];
-  for (int i = 0; i < out->nfiles; i++) out->files[i] = d->files[split][i];
-  out->split = split;
-  out->normalize = d->normalize;
-  out->label = d->label == INT_MIN ? RT_DATA_NOLABEL : d->label;
-  out->header = d->header;
+  data_spec(v.data, v.data->split == SPLIT_NONE ? dflt : v.data->split, out);
 }
 
 // The predict graph: the value `name` in evaluation mode over the inputs it reads.
