@@ -97,15 +97,16 @@ static size_t workspace_at(const RtGraph *g, int64_t n) {
 static int info(const RtModel *m) {
   printf("model %s (built from %s for %s)\n", m->name, m->source, m->target_cpu);
   if (m->predict) {
-    printf("inputs:\n");
-    for (int i = 0; i < m->predict->nin; i++)
-      if (m->predict->ins[i].role == RT_ARG_DATA) print_arg(m, &m->predict->ins[i]);
+    printf("inputs (predict's files, in this order):\n");
+    for (int c = 0; c < m->predict->nin; c++)   // by column: the order predict takes them
+      for (int i = 0; i < m->predict->nin; i++)
+        if (m->predict->ins[i].role == RT_ARG_DATA && m->predict->ins[i].col == c) print_arg(m, &m->predict->ins[i]);
     printf("output:\n");
     print_arg(m, &m->predict->outs[0]);
   }
   int64_t bytes, n = rt_model_param_count(m, &bytes);
   printf("parameters: %lld values, %lld bytes", (long long)n, (long long)bytes);
-  printf(m->weights ? " (weights embedded)\n" : " (weights loaded at start-up: --weights FILE)\n");
+  printf(!n ? "\n" : m->weights ? " (weights embedded)\n" : " (weights loaded at start-up: --weights FILE)\n");
   if (m->predict)
     printf("planned peak memory, predict: %zu bytes of scratch at batch 1, %zu at batch 1000\n",
            workspace_at(m->predict, 1), workspace_at(m->predict, 1000));
@@ -128,6 +129,7 @@ static int info(const RtModel *m) {
 static int weights(RtSession *s, const Args *a, const RtModel *m, char *err, size_t n) {
   if (a->weights) return rt_session_load(s, a->weights, err, n);
   if (m->weights) return rt_session_load_embedded(s, err, n);
+  if (!rt_model_param_count(m, NULL)) return 0;   // nothing to load
   snprintf(err, n, "no weights: give --weights FILE.safetensors (this binary embeds none)");
   return -1;
 }

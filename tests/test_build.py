@@ -38,6 +38,7 @@ FM = os.path.join(TMP, "fm")
 passed = failed = 0
 STEPS = {"logreg": 30, "mlp": 8, "cnn": 2}
 NPRED = 200
+SAN = False
 
 
 def check(name, ok, detail=""):
@@ -117,6 +118,8 @@ def example(name):
     check("%s: kiln build" % name, rc == 0 and os.access(exe, os.X_OK), err[-3000:])
     if rc:
         return
+    global SAN   # a sanitizer build's runtime makes sanitized binaries (test.sh's asan run)
+    SAN = "libasan" in run(["ldd", exe])[1]
     rc, out, err = run([exe, "info"])
     check("%s: info shows inputs, output, parameters and memory" % name,
           rc == 0 and re.search(r"x : f32\[B, ", out) and "logits : f32[B, 10]" in out
@@ -214,6 +217,8 @@ def clean_dir(mlp):
           rc == 0 and np.load(os.path.join(d, "p.npy")).tobytes() == np.load(pred).tobytes(), out + err)
     rc, out, err = run(["ldd", os.path.join(d, "mlp")])
     libs = re.findall(r"^\s*(\S+)", out, re.M)
+    if SAN:   # the sanitizers' runtimes come with libstdc++
+        out = re.sub(r".*(libasan|libubsan|libstdc\+\+|libgcc_s).*\n", "", out)
     check("ldd: no LLVM, Clang, Kiln, BLIS or zlib library (%s)" % " ".join(libs),
           rc == 0 and not re.search(r"llvm|clang|kiln|blis|libz\.|ffi|plplot|stdc\+\+", out, re.I), out)
     shutil.rmtree(d, ignore_errors=True)
@@ -238,6 +243,8 @@ def library(mlp):
         "shared": ["-L" + os.path.join(TMP, "lib"), "-lmlp", "-Wl,-rpath," + os.path.join(TMP, "lib")],
     }
     for kind, flags in links.items():
+        if SAN:   # a sanitized runtime inside: the program links the sanitizers' runtimes first
+            flags = flags + ["-fsanitize=address,undefined"]
         prog = os.path.join(TMP, "embed_" + kind)
         rc, out, err = run(["cc", "-O2", "-I", os.path.join(TMP, "lib"), main_c, "-o", prog] + flags)
         check("examples/embed compiles against libmlp (%s)" % kind, rc == 0, err[-2000:])
@@ -309,6 +316,29 @@ def interrupt(lr):
           pr.returncode == 130 and os.path.exists(out) and "interrupted" in e, "rc %d\n%s" % (pr.returncode, e[-1500:]))
 
 
+def no_training():
+    """A program that only computes: two inputs, no parameters, no train statement."""
+    src = os.path.join(TMP, "two.kiln")
+    with open(src, "w") as f:
+        f.write("input b : f32[B, 2]\ninput a : f32[B, 2]\noutput = a * 2 - b\n")
+    exe = os.path.join(TMP, "two")
+    rc, out, err = build(src, exe)
+    check("a program without parameters or training builds", rc == 0, err)
+    if rc:
+        return
+    rc, out, err = run([exe, "info"])
+    check("info lists the inputs in declaration order", rc == 0 and re.search(r"b : f32\[B, 2\]\n  a : ", out), out + err)
+    a, b = np.arange(6, dtype=np.float32).reshape(3, 2), np.float32(0.5) + np.ones((3, 2), np.float32)
+    np.save(os.path.join(TMP, "in_a.npy"), a)
+    np.save(os.path.join(TMP, "in_b.npy"), b)
+    res = os.path.join(TMP, "two_out.npy")
+    rc, out, err = run([exe, "predict", os.path.join(TMP, "in_b.npy"), os.path.join(TMP, "in_a.npy"), "-o", res])
+    check("predict takes the inputs in that order and needs no weights",
+          rc == 0 and np.array_equal(np.load(res), a * 2 - b), out + err)
+    rc, out, err = run([exe, "train"])
+    check("train without a train statement is an error", rc == 1 and "no train statement" in err, out + err)
+
+
 def bad_inputs(mlp):
     exe, ref, pred = mlp
     x = os.path.join(TMP, "x_flat.npy")
@@ -364,6 +394,8 @@ def main():
         for fn in (embedded, portable, clean_dir, library, input_formats, bad_inputs):
             if not ONLY or ONLY in fn.__name__ or ONLY == "mlp":
                 fn(mlp)
+    if not ONLY or ONLY in "no_training":
+        no_training()
     if lr:
         for fn in (resume, interrupt):
             if not ONLY or ONLY in fn.__name__ or ONLY == "logreg":
