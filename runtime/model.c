@@ -44,6 +44,31 @@ double rt_schedule_lr(const RtSchedule *s, int64_t step, int64_t total, int epoc
   return lr;
 }
 
+int rt_train_loop(RtLoop *l) {
+  int64_t nb = rt_batcher_nbatches(l->batches), steps = 0;
+  RtTensor cols[RT_DATA_MAXCOL];
+  for (int epoch = l->first_epoch; epoch < l->epochs; epoch++) {
+    rt_batcher_start(l->batches, epoch);
+    rt_progress_epoch_begin(l->progress, epoch + 1, l->epochs, nb, l->nexamples);
+    int64_t got, done = 0, seen = 0;
+    double sum = 0, loss;
+    int cut = 0;
+    while ((got = rt_batcher_next(l->batches, cols)) > 0) {
+      if (l->step(l, cols, got, epoch, &loss)) return -1;
+      done++;
+      seen += got;
+      sum += loss * (double)got;
+      rt_progress_step(l->progress, done, seen, loss);
+      if (l->stop && *l->stop) return 1;
+      if (l->max_steps && ++steps >= l->max_steps) { cut = 1; break; }
+    }
+    rt_progress_epoch_trained(l->progress);   // the epoch line's time and ex/s: training, not evaluation
+    if (l->epoch_done && l->epoch_done(l, epoch, seen ? sum / (double)seen : NAN)) return -1;
+    if (cut) break;
+  }
+  return 0;
+}
+
 static int64_t dim_val(RtDim d, const int64_t *D) { return d.sym ? d.k * D[d.sym] : d.k; }
 
 static void shape_str(const RtModel *m, const RtArg *a, char *b, size_t n) {

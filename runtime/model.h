@@ -21,7 +21,9 @@
 #ifndef KILN_MODEL_H
 #define KILN_MODEL_H
 #include "data.h"
+#include "report.h"
 #include "rt.h"
+#include <signal.h>
 
 // What feeds a graph argument.
 enum {
@@ -93,6 +95,27 @@ typedef struct {
   // weights embedded with --embed-weights (NULL when none).
   const unsigned char *init, *init_end, *weights, *weights_end;
 } RtModel;
+
+// ---- the training loop (model.c): `kiln run`'s train statement and built binaries ----
+// Epochs of mini-batches from a batcher, with the progress display; the caller's
+// callbacks take the steps and finish each epoch (evaluate, log, save).
+typedef struct RtLoop RtLoop;
+struct RtLoop {
+  RtBatcher *batches;
+  RtProgress *progress;          // NULL: none
+  int64_t nexamples;             // per epoch, for the progress display
+  int first_epoch, epochs;       // epochs [first_epoch, epochs), 0-based
+  int64_t max_steps;             // > 0: end after this many steps (--max-steps)
+  volatile sig_atomic_t *stop;   // set (by a SIGINT handler): stop after the current step
+  void *ctx;                     // the callbacks'
+  // One step on a batch of n examples, its loss in *loss. 0, or -1 to end the loop.
+  int (*step)(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, double *loss);
+  // After an epoch's steps (the progress already told training is over): evaluate,
+  // rt_progress_epoch_end, log, save. 0, or -1 to end the loop.
+  int (*epoch_done)(RtLoop *l, int epoch, double mean_loss);
+};
+// 0 when the epochs (or max_steps) ran out, 1 when *stop ended them, -1 when a callback did.
+int rt_train_loop(RtLoop *l);
 
 // ---- sessions (model.c) ---------------------------------------------------------------
 // A session holds the weights (the initial ones until a load), the optimizer state and a

@@ -3,8 +3,6 @@
 // description. Every bad input ends in a message and exit status 1 (2 for usage).
 #include "model.h"
 #include "ckpt.h"
-#include "report.h"
-#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,7 +204,33 @@ static int predict(const RtModel *m, RtSession *s, const Args *a, char *err, siz
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
 
-// The train statement's loop (frontend/train.c: ev_exec_train) over this binary's step.
+typedef struct {
+  const RtModel *m;
+  RtSession *s;
+  const Args *a;
+  const RtDataset *test;
+  int64_t total;                 // steps in all epochs, for the schedule
+  const char *names[16];
+  double vals[16];
+  int nmet;
+  char *err; size_t n;
+} Train;
+
+static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, double *loss) {
+  Train *t = l->ctx;
+  double lr = rt_schedule_lr(&t->m->sched, rt_session_steps(t->s), t->total, epoch);
+  return rt_session_train_step(t->s, cols, lr, loss, t->err, t->n);
+}
+
+static int train_epoch_done(RtLoop *l, int epoch, double mean) {
+  Train *t = l->ctx;
+  rt_session_set_epoch(t->s, epoch + 1);
+  if (t->nmet && rt_session_evaluate(t->s, t->test, t->a->eval_examples, t->vals, t->err, t->n)) return -1;
+  rt_progress_epoch_end(l->progress, mean, t->names, t->vals, t->nmet);
+  return 0;
+}
+
+// The train statement's loop (rt_train_loop, as kiln run's) over this binary's step.
 static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_t n) {
   if (!m->step) { snprintf(err, n, "%s has no train statement", m->name); return -1; }
   if (a->resume && rt_session_load(s, a->resume, err, n)) return -1;
@@ -215,71 +239,42 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
   if (!outp) snprintf(dflt, sizeof dflt, "%s.safetensors", m->name), outp = dflt;
   RtDataset ds, test = {0};
   if (rt_model_data(&m->train_data, a->data, &ds, err, n)) return -1;
-  int rc = 0;
   if (m->eval && m->eval_data.kind && rt_model_data(&m->eval_data, a->data, &test, err, n)) { rt_dataset_free(&ds); return -1; }
   const RtGraph *g = m->step;
   RtDType want[RT_DATA_MAXCOL];
   for (int j = 0; j < ds.ncol; j++) want[j] = ds.col[j].t.dtype;
-  for (int i = 0; i < g->nin; i++)
-    if (g->ins[i].role == RT_ARG_DATA) {
-      if (g->ins[i].col >= ds.ncol) {
-        snprintf(err, n, "%s has %d columns; input '%s' needs column %d", ds.source, ds.ncol, g->ins[i].name, g->ins[i].col + 1);
-        rt_dataset_free(&ds); rt_dataset_free(&test);
-        return -1;
-      }
-      want[g->ins[i].col] = (RtDType)g->ins[i].dtype;
-    }
+  int rc = 0;
+  for (int i = 0; i < g->nin && !rc; i++)
+    if (g->ins[i].role == RT_ARG_DATA && g->ins[i].col >= ds.ncol)
+      rc = -1, snprintf(err, n, "%s has %d columns; input '%s' needs column %d", ds.source, ds.ncol, g->ins[i].name, g->ins[i].col + 1);
+    else if (g->ins[i].role == RT_ARG_DATA) want[g->ins[i].col] = (RtDType)g->ins[i].dtype;
   int epochs = a->epochs ? (int)a->epochs : m->epochs;
-  int64_t batch = a->batch ? a->batch : m->batch;
-  RtBatcher *b = rt_batcher_new(&ds, batch, m->shuffle, m->seed, want, 1, err, n);
+  RtBatcher *b = rc ? NULL : rt_batcher_new(&ds, a->batch ? a->batch : m->batch, m->shuffle, m->seed, want, 1, err, n);
   if (!b) { rt_dataset_free(&ds); rt_dataset_free(&test); return -1; }
-  int tty = a->progress ? !strcmp(a->progress, "bar") : -1;
-  RtProgress *pg = rt_progress_new(stderr, tty);
-  int64_t nb = rt_batcher_nbatches(b), total = nb * epochs, steps_here = 0;
-  const char *const *names = NULL;
-  const char *mnames[16];
-  double vals[16];
-  int nmet = m->eval && test.n ? (m->eval->nout < 16 ? m->eval->nout : 16) : 0;
-  for (int i = 0; i < nmet; i++) mnames[i] = m->eval->outs[i].name;
-  names = mnames;
+  Train t = {m, s, a, &test, rt_batcher_nbatches(b) * epochs, {0}, {0}, 0, err, n};
+  t.nmet = m->eval && test.n ? (m->eval->nout < 16 ? m->eval->nout : 16) : 0;
+  for (int i = 0; i < t.nmet; i++) t.names[i] = m->eval->outs[i].name;
+  RtLoop l = {b, rt_progress_new(stderr, a->progress ? !strcmp(a->progress, "bar") : -1), ds.n, rt_session_epoch(s), epochs,
+              a->max_steps, &interrupted, &t, train_step, train_epoch_done};
   struct sigaction sa = {0}, old;
   sa.sa_handler = on_sigint;
-  sa.sa_flags = SA_RESETHAND;
+  sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once
   sigaction(SIGINT, &sa, &old);
-  int cut = 0;
-  RtTensor cols[RT_DATA_MAXCOL];
-  for (int epoch = rt_session_epoch(s); epoch < epochs && !rc && !interrupted && !cut; epoch++) {
-    rt_batcher_start(b, epoch);
-    rt_progress_epoch_begin(pg, epoch + 1, epochs, nb, ds.n);
-    int64_t got, done = 0, seen = 0;
-    double loss_sum = 0, loss;
-    while (!rc && (got = rt_batcher_next(b, cols)) > 0) {
-      double lr = rt_schedule_lr(&m->sched, rt_session_steps(s), total, epoch);
-      if ((rc = rt_session_train_step(s, cols, lr, &loss, err, n))) break;
-      done++; seen += got;
-      loss_sum += loss * (double)got;
-      rt_progress_step(pg, done, seen, loss);
-      if (interrupted) break;
-      if (a->max_steps && ++steps_here >= a->max_steps) { cut = 1; break; }
-    }
-    if (rc || interrupted) break;
-    rt_session_set_epoch(s, epoch + 1);
-    rt_progress_epoch_trained(pg);
-    if (nmet) rc = rt_session_evaluate(s, &test, a->eval_examples, vals, err, n);
-    rt_progress_epoch_end(pg, seen ? loss_sum / (double)seen : NAN, names, vals, rc ? 0 : nmet);
-  }
-  rt_progress_finish(pg, interrupted);
-  rt_progress_free(pg);
+  rc = rt_train_loop(&l);
   sigaction(SIGINT, &old, NULL);
+  rt_progress_finish(l.progress, rc == 1);
+  rt_progress_free(l.progress);
   rt_batcher_free(b);
-  if (!rc) {
+  if (rc >= 0) {   // trained, or stopped by Ctrl-C: save either way
+    int stopped = rc;
     rc = rt_session_save(s, outp, err, n);
-    if (!rc) fprintf(stderr, "%s: saved %s\n", interrupted ? "interrupted" : "trained", outp);
+    if (!rc) fprintf(stderr, "%s: saved %s\n", stopped ? "interrupted" : "trained", outp);
+    if (!rc && stopped) rc = 130;
   }
-  for (int i = 0; !rc && i < nmet; i++) printf("%s: %.6g\n", mnames[i], vals[i]);
+  for (int i = 0; !rc && i < t.nmet; i++) printf("%s: %.6g\n", t.names[i], t.vals[i]);
   rt_dataset_free(&ds);
   rt_dataset_free(&test);
-  return rc ? rc : interrupted ? 130 : 0;
+  return rc;
 }
 
 int rt_model_main(const RtModel *m, int argc, char **argv) {
