@@ -339,6 +339,29 @@ def no_training():
     check("train without a train statement is an error", rc == 1 and "no train statement" in err, out + err)
 
 
+def state_and_dropout():
+    """Batch-norm statistics (state the step updates), dropout (salted by the step number),
+    AdamW with a cosine schedule and warmup, and clipping: the binary trains as kiln run."""
+    text = ('import "nn"\ndata fm = idx("%s", normalize=true)\ninput x : f32[B, 784]\ninput y : i32[B]\n'
+            "h = dropout(relu(batchnorm(dense(x, 32))), 0.3)\nlogits = dense(h, 10)\n"
+            "loss = mean(softmax_cross_entropy(logits, y))\n"
+            'train loss on fm.train with adamw(lr=3e-3), batch=32, epochs=2, seed=4, schedule="cosine", warmup=3, clip=1\n'
+            "evaluate accuracy(logits, y) on fm.test\n" % FM)
+    src, ref, binw = (os.path.join(TMP, n) for n in ("bn.kiln", "bn_ref.safetensors", "bn_bin.safetensors"))
+    with open(src, "w") as f:
+        f.write(text + 'save "%s"\n' % ref)
+    r1 = run([KILN, "run", src, "--threads", "1", "--progress", "lines", "--eval-examples", "64"])
+    exe = os.path.join(TMP, "bn")
+    r2 = build(src, exe, "--target-cpu=native")
+    r3 = run([exe, "train", "--threads", "1", "--progress", "lines", "--eval-examples", "64", "--out", binw]) if not r2[0] else r2
+    ok = r1[0] == 0 and r3[0] == 0
+    diff = same_tensors(load_st(ref), load_st(binw)) if ok else "a run failed"
+    acc = re.search(r"^accuracy: (\S+)$", r1[1], re.M), re.search(r"^accuracy: (\S+)$", r3[1], re.M)
+    check("batch norm, dropout, AdamW, cosine schedule, clipping: the binary trains as kiln run, bit for bit",
+          ok and not diff and acc[0] and acc[1] and acc[0].group(1) == acc[1].group(1),
+          diff + "\n" + r1[1] + r1[2][-1500:] + r3[1] + r3[2][-1500:])
+
+
 def bad_inputs(mlp):
     exe, ref, pred = mlp
     x = os.path.join(TMP, "x_flat.npy")
@@ -396,6 +419,8 @@ def main():
                 fn(mlp)
     if not ONLY or ONLY in "no_training":
         no_training()
+    if not ONLY or ONLY in "state_and_dropout":
+        state_and_dropout()
     if lr:
         for fn in (resume, interrupt):
             if not ONLY or ONLY in fn.__name__ or ONLY == "logreg":
