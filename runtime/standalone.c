@@ -158,6 +158,22 @@ static RtTensor rows(const RtTensor *t, int64_t lo, int64_t hi) {
   return v;
 }
 
+// The output of rows [lo, hi) of the inputs into out (made on the first call, for all
+// total rows when the output has a row per example, else for this one call).
+static int predict_rows(RtSession *s, int per_row, const RtTensor *in, int nin, int64_t lo, int64_t hi, int64_t total,
+                        RtTensor *out, char *err, size_t n) {
+  RtTensor part[8], o;
+  for (int i = 0; i < nin; i++) part[i] = rows(&in[i], lo, hi);
+  if (rt_session_output_shape(s, part, &o, err, n)) return -1;
+  int64_t k = per_row ? o.shape[0] / (hi - lo) : 0;   // output rows per example
+  if (!out->data) {
+    if (per_row) o.shape[0] = k * total;
+    if (!(*out = rt_tensor_new(o.dtype, o.ndim, o.shape)).data) return snprintf(err, n, "out of memory"), -1;
+  }
+  RtTensor dst = per_row ? rows(out, lo * k, hi * k) : *out;
+  return rt_session_forward(s, part, &dst, err, n);
+}
+
 static int predict(const RtModel *m, RtSession *s, const Args *a, char *err, size_t n) {
   const RtGraph *g = m->predict;
   int need = 0;
@@ -173,26 +189,16 @@ static int predict(const RtModel *m, RtSession *s, const Args *a, char *err, siz
     rc = read_input(m, a->files[i], &in[i], err, n);
     if (!rc && in[i].ndim < 1) rc = -1, snprintf(err, n, "%s: a 0-d array; give one row per example", a->files[i]);
   }
-  int64_t total = rc ? 0 : in[0].shape[0], step = a->batch ? a->batch : 1000;
+  int64_t total = rc || !need ? 1 : in[0].shape[0], step = a->batch ? a->batch : 1000;
   for (int i = 1; i < a->nfiles && !rc; i++)
     if (in[i].shape[0] != total) rc = -1, snprintf(err, n, "%s has %lld rows, %s %lld", a->files[i], (long long)in[i].shape[0], a->files[0], (long long)total);
-  // The whole output, filled a batch at a time.
-  for (int64_t lo = 0; !rc && lo < total; lo += step) {
-    int64_t hi = lo + step < total ? lo + step : total;
-    RtTensor part[8], o;
-    for (int i = 0; i < a->nfiles; i++) part[i] = rows(&in[i], lo, hi);
-    rc = rt_session_output_shape(s, part, &o, err, n);
-    if (rc) break;
-    if (!out.data) {
-      int64_t shape[RT_MAXDIM];
-      memcpy(shape, o.shape, sizeof shape);
-      if (o.ndim) shape[0] = o.shape[0] / (hi - lo) * total;
-      if (!(out = rt_tensor_new(o.dtype, o.ndim, shape)).data) { rc = -1; snprintf(err, n, "out of memory"); break; }
-    }
-    RtTensor dst = o.ndim ? rows(&out, lo * (o.shape[0] / (hi - lo)), hi * (o.shape[0] / (hi - lo))) : out;
-    rc = rt_session_forward(s, part, &dst, err, n);
-  }
   if (!rc && !total) rc = -1, snprintf(err, n, "%s has no rows", a->files[0]);
+  // An output with a row per example (its first axis grows with the batch) is filled a
+  // batch at a time; any other needs all rows in one call.
+  int per_row = need && g->outs[0].ndim && g->outs[0].shape[0].sym;
+  if (!per_row) step = total;
+  for (int64_t lo = 0; !rc && lo < total; lo += step)
+    rc = predict_rows(s, per_row, in, a->nfiles, lo, lo + step < total ? lo + step : total, total, &out, err, n);
   if (!rc && a->out) rc = rt_npy_save(a->out, &out, err, n);
   else if (!rc) { rt_tensor_print(stdout, &out); putchar('\n'); }
   for (int i = 0; i < a->nfiles; i++) rt_tensor_free(&in[i]);
