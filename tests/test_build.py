@@ -320,7 +320,7 @@ def no_training():
     """A program that only computes: two inputs, no parameters, no train statement."""
     src = os.path.join(TMP, "two.kiln")
     with open(src, "w") as f:
-        f.write("input b : f32[B, 2]\ninput a : f32[B, 2]\noutput = a * 2 - b\n")
+        f.write("input b : f32[B, 2]\ninput a : f32[B, 2]\noutput = a * 2 - b\ntotal = sum(a, axis=0)\n")
     exe = os.path.join(TMP, "two")
     rc, out, err = build(src, exe)
     check("a program without parameters or training builds", rc == 0, err)
@@ -337,6 +337,10 @@ def no_training():
           rc == 0 and np.array_equal(np.load(res), a * 2 - b), out + err)
     rc, out, err = run([exe, "train"])
     check("train without a train statement is an error", rc == 1 and "no train statement" in err, out + err)
+    rc, out, err = build(src, exe + "_total", "--output", "total")
+    rc2, out2, err2 = run([exe + "_total", "predict", "--batch", "2", os.path.join(TMP, "in_a.npy")]) if rc == 0 else (1, "", "")
+    check("--output: a value without a row per example is computed in one call",
+          rc == 0 and rc2 == 0 and out2.strip() == "[6, 9]", err + out2 + err2)
 
 
 def state_and_dropout():
