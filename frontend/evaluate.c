@@ -2,6 +2,7 @@
 // averaged over a data split.
 #include "build.h"
 #include "train_int.h"
+#include "runtime/model.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,19 @@ void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
   ev->binding_data = 0;
 }
 
+typedef struct { Ev *ev; AstNode *s; Metrics *m; int *col; RtTensor *in; } MetricsRun;
+
+// One batch of an evaluate statement's graph, for the runtime's rt_eval_loop.
+static int metrics_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
+  MetricsRun *r = ctx;
+  for (int i = 0; i < r->m->nin; i++) {
+    Node *x = r->m->ins[i];
+    r->in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(r->ev, x) : as_input(&cols[r->col[i]], x);
+  }
+  ev_run_program(r->ev, r->m->pr, r->in, out, 1, r->s->span);
+  return 0;
+}
+
 // Each metric averaged over the split's examples (batch means weighted by batch size).
 void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   const char *dname;
@@ -74,26 +88,9 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   rt_batcher_free(run->eval_batches);
   RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, 1, err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
-  rt_batcher_start(b, 0);
-  RtTensor cols[RT_DATA_MAXCOL], *in = arena_alloc(ev->arena, sizeof *in * (m->nin + 1));
+  MetricsRun mr = {ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
   RtTensor *out = arena_alloc(ev->arena, sizeof *out * (m->n + 1));
-  double *sum = arena_alloc(ev->arena, sizeof *sum * (m->n + 1));
-  int64_t got, total = 0, limit = ev->topts.eval_examples;
-  while ((!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
-    for (int i = 0; i < m->nin; i++) {
-      Node *x = m->ins[i];
-      in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(ev, x) : as_input(&cols[col[i]], x);
-    }
-    ev_run_program(ev, m->pr, in, out, 1, s->span);
-    for (int k = 0; k < m->n; k++) {
-      RtTensor *o = &out[k];
-      if (!m->per_example[k]) sum[k] += scalar_value(o) * (double)got;
-      else for (int64_t r = 0; r < got; r++) sum[k] += o->dtype == RT_F32 ? ((float *)o->data)[r] : ((double *)o->data)[r];
-      rt_tensor_free(o);
-    }
-    total += got;
-  }
-  for (int k = 0; k < m->n; k++) vals[k] = total ? sum[k] / (double)total : NAN;
+  rt_eval_loop(b, m->n, m->per_example, ev->topts.eval_examples, metrics_batch, &mr, out, vals);   // errors unwind with longjmp
   rt_batcher_free(b);
   run->eval_batches = NULL;
 }

@@ -420,8 +420,40 @@ static double value_at(const RtTensor *t, int64_t i) {
   }
 }
 
-// The evaluate statement's loop (frontend/evaluate.c: metrics_run): batch means weighted
-// by batch size, per-example values summed, over the first `limit` examples.
+int rt_eval_loop(RtBatcher *b, int nmet, const int *per_example, int64_t limit,
+                 int (*run)(void *ctx, const RtTensor *cols, RtTensor *out), void *ctx, RtTensor *out, double *vals) {
+  RtTensor cols[RT_DATA_MAXCOL];
+  int64_t got, total = 0;
+  for (int k = 0; k < nmet; k++) vals[k] = 0;   // the sums, until the end
+  rt_batcher_start(b, 0);
+  while ((!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
+    if (run(ctx, cols, out)) return -1;
+    for (int k = 0; k < nmet; k++) {
+      if (!per_example[k]) vals[k] += value_at(&out[k], 0) * (double)got;
+      else for (int64_t r = 0; r < got; r++) vals[k] += value_at(&out[k], r);
+      rt_tensor_free(&out[k]);
+    }
+    total += got;
+  }
+  for (int k = 0; k < nmet; k++) vals[k] = total ? vals[k] / (double)total : NAN;
+  return 0;
+}
+
+typedef struct { RtSession *s; RtTensor *view, **in; char *err; size_t n; } EvalRun;
+
+// One batch of the evaluate graph, for rt_eval_loop.
+static int eval_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
+  EvalRun *e = ctx;
+  const RtGraph *g = e->s->m->eval;
+  int64_t D[65] = {0};
+  if (gather(e->s, g, cols, e->view, e->in, e->err, e->n) || bind(e->s->m, g, e->in, D, e->err, e->n)) return -1;
+  for (int k = 0; k < g->nout; k++)
+    if (!(out[k] = out_tensor(&g->outs[k], D)).data) abort();
+  if (!run(e->s, g, D, e->in, out, e->err, e->n)) return 0;
+  for (int k = 0; k < g->nout; k++) rt_tensor_free(&out[k]);
+  return -1;
+}
+
 int rt_session_evaluate(RtSession *s, const RtDataset *ds, int64_t limit, double *vals, char *err, size_t errlen) {
   const RtGraph *g = s->m->eval;
   if (!g) return fail(err, errlen, "%s has no evaluate statement", s->m->name);
@@ -435,29 +467,12 @@ int rt_session_evaluate(RtSession *s, const RtDataset *ds, int64_t limit, double
   }
   RtBatcher *b = rt_batcher_new(ds, s->m->eval_batch, 0, 0, want, 1, err, errlen);
   if (!b) return -1;
-  rt_batcher_start(b, 0);
-  RtTensor cols[RT_DATA_MAXCOL], *view = calloc(g->nin + 1, sizeof *view), **in = calloc(g->nin + 1, sizeof *in);
+  EvalRun e = {s, calloc(g->nin + 1, sizeof(RtTensor)), calloc(g->nin + 1, sizeof(RtTensor *)), err, errlen};
   RtTensor *out = calloc(g->nout + 1, sizeof *out);
-  double *sum = calloc(g->nout + 1, sizeof *sum);
-  int64_t got, total = 0;
-  int rc = !view || !in || !out || !sum ? fail(err, errlen, "out of memory") : 0;
-  while (!rc && (!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
-    int64_t D[65] = {0};
-    rc = gather(s, g, cols, view, in, err, errlen);
-    if (!rc) rc = bind(s->m, g, in, D, err, errlen);
-    for (int k = 0; !rc && k < g->nout; k++)
-      if (!(out[k] = out_tensor(&g->outs[k], D)).data) abort();
-    if (!rc) rc = run(s, g, D, in, out, err, errlen);
-    for (int k = 0; !rc && k < g->nout; k++) {
-      if (!g->per_example[k]) sum[k] += value_at(&out[k], 0) * (double)got;
-      else for (int64_t r = 0; r < got; r++) sum[k] += value_at(&out[k], r);
-    }
-    for (int k = 0; k < g->nout; k++) rt_tensor_free(&out[k]);
-    total += got;
-  }
-  for (int k = 0; !rc && k < g->nout; k++) vals[k] = total ? sum[k] / (double)total : NAN;
+  int rc = !e.view || !e.in || !out ? fail(err, errlen, "out of memory")
+         : rt_eval_loop(b, g->nout, g->per_example, limit, eval_batch, &e, out, vals);
   rt_batcher_free(b);
-  free(view); free(in); free(out); free(sum);
+  free(e.view); free(e.in); free(out);
   return rc;
 }
 

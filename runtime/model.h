@@ -117,6 +117,14 @@ struct RtLoop {
 // 0 when the epochs (or max_steps) ran out, 1 when *stop ended them, -1 when a callback did.
 int rt_train_loop(RtLoop *l);
 
+// The evaluate statement's averages (kiln run's and built binaries'): batches from b (from
+// its start), run(ctx, cols, out) computing the nmet metrics of one batch into out[] (which
+// the loop frees), each metric a batch mean (weighted by the batch's size) or, where
+// per_example[k], a value per example (summed); over the first `limit` examples (0: all,
+// in whole batches). vals[k] gets the means. 0, or -1 when run failed.
+int rt_eval_loop(RtBatcher *b, int nmet, const int *per_example, int64_t limit,
+                 int (*run)(void *ctx, const RtTensor *cols, RtTensor *out), void *ctx, RtTensor *out, double *vals);
+
 // ---- sessions (model.c) ---------------------------------------------------------------
 // A session holds the weights (the initial ones until a load), the optimizer state and a
 // thread pool. Functions return 0 or -1 with a message in err.
