@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct {
   const char *cmd, *weights, *out, *data, *resume, *progress;
@@ -36,7 +35,7 @@ static void usage(const RtModel *m, FILE *f) {
 }
 
 static int bad(const char *what, const char *v) {
-  fprintf(stderr, "error: %s needs a positive number, not '%s'\n", what, v);
+  fprintf(stderr, "error: %s needs a number from 1 to 2147483647, not '%s'\n", what, v);
   return -1;
 }
 
@@ -49,7 +48,7 @@ static int parse(const RtModel *m, int argc, char **argv, Args *a) {
                  : !strcmp(s, "--epochs") ? &a->epochs : NULL;
     if (num) {
       long long x = v ? strtoll(v, &end, 10) : 0;
-      if (!v || *end || x < 1 || x > 1000000000000LL) return bad(s, v ? v : "");
+      if (!v || *end || x < 1 || x > 2147483647) return bad(s, v ? v : "");   // an int: epochs, threads
       *num = x;
       i++;
       continue;
@@ -59,6 +58,10 @@ static int parse(const RtModel *m, int argc, char **argv, Args *a) {
                      : !strcmp(s, "--progress") ? &a->progress : NULL;
     if (str) {
       if (!v) { fprintf(stderr, "error: %s needs a value\n", s); return -1; }
+      if (str == &a->progress && strcmp(v, "bar") && strcmp(v, "lines")) {
+        fprintf(stderr, "error: --progress is bar or lines\n");
+        return -1;
+      }
       *str = v;
       i++;
     } else if (s[0] == '-' && s[1]) {
