@@ -63,7 +63,10 @@ static const char usage[] =
   "The result needs no LLVM, Clang or Kiln at run time: the runtime, BLIS and zlib are\n"
   "linked statically. It still needs the C library: libc, libm and libmvec (glibc), and\n"
   "libgomp when Debian's BLIS is its OpenMP build (check with ldd). Building needs a\n"
-  "system C compiler (cc) for the link.\n";
+  "system C compiler (cc) for the link. More: docs/build.md.\n"
+  "\n"
+  "environment: CC (the compiler for the link), KILN_RT_DIR and KILN_INCLUDE_DIR (where\n"
+  "libkiln_rt.a and the runtime headers are), KILN_BUILD_VERBOSE=1 (show the commands)\n";
 
 typedef struct {
   const char *file, *out, *output, *weights, *cpu, *keep;
