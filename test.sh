@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: unit tests, language and error-message tests, REPL tests,
-# forward values against NumPy, gradient checks against finite differences;
+# forward values against NumPy, gradient checks against finite differences,
+# standalone binaries and libraries from kiln build;
 # in the optimized build, in the fallback build without LLVM (-Djit=cc;
 # KILN_TEST_FALLBACK=0 skips it) and under AddressSanitizer + UBSan
 # (KILN_TEST_ASAN=0 skips it). Ends with "N passed, N failed".
@@ -36,6 +37,8 @@ run_suites() {  # build dir, label
   suite "$l gradcheck" .venv/bin/python tests/test_gradcheck.py "$b/kiln"
   suite "$l nn ops" .venv/bin/python tests/test_nn.py "$b/kiln"
   suite "$l training" .venv/bin/python tests/test_train.py "$b/kiln"
+  # kiln build links against this build's libkiln_rt.a: under ASan, sanitized binaries.
+  suite "$l build" .venv/bin/python tests/test_build.py "$b/kiln"
   suite "$l docs" .venv/bin/python tests/test_docs.py "$b/kiln"
   suite "$l vectorize" .venv/bin/python tests/test_vectorize.py "$b/kiln"
 }
@@ -54,6 +57,7 @@ if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
     suite "cc-fallback gradcheck" .venv/bin/python tests/test_gradcheck.py build-cc/kiln
     suite "cc-fallback nn ops" .venv/bin/python tests/test_nn.py build-cc/kiln
     suite "cc-fallback training" .venv/bin/python tests/test_train.py build-cc/kiln
+    suite "cc-fallback build" .venv/bin/python tests/test_build.py build-cc/kiln
     suite "cc-fallback vectorize" .venv/bin/python tests/test_vectorize.py build-cc/kiln
   else
     total_fail=$((total_fail + 1)); echo "FAIL the -Djit=cc build"

@@ -4,6 +4,7 @@
 #define KILN_BUILTINS_INT_H
 #include "eval.h"
 #include "runtime/data.h"
+#include "runtime/model.h"
 
 // The argument at position pos or keyword kw; NULL if absent.
 Value *bi_arg(Args *a, int pos, const char *kw, Span *sp);
@@ -38,5 +39,6 @@ const Builtin *nn_builtin_find(const char *name);     // nn.c: conv2d, pooling, 
 const Builtin *data_builtin_find(const char *name);   // data.c: idx, cifar10, csv, npy
 // data.c: reads one split of a source with the runtime's loaders. 0, or -1 with a message.
 int data_load(const DataSrc *d, int split, RtDataset *out, char *err, size_t len);
+void data_spec(const DataSrc *d, int split, RtDataSpec *out);   // the runtime's description of a split
 
 #endif

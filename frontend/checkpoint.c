@@ -1,5 +1,6 @@
 // save and load: parameters, state and optimizer state as safetensors, with
 // the step and epoch in the metadata (what --resume continues from).
+#include "build.h"
 #include "optim.h"
 #include "train_int.h"
 #include <stdlib.h>
@@ -51,6 +52,7 @@ static const char *path_arg(Ev *ev, AstNode *s) {
 void ev_exec_save(Ev *ev, AstNode *s) {
   char err[1024];
   if (ev->pipe.dump_after || ev->pipe.emit_c) return;   // kiln ir / emit-c trained nothing: keep the file
+  if (ev->build) { ev->build->save_path = path_arg(ev, s); return; }   // kiln build: the binary's default --out
   if (save_checkpoint(ev, path_arg(ev, s), err, sizeof err)) ev_fail(ev, s->span, "%s", err);
 }
 

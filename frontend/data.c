@@ -107,24 +107,29 @@ const Builtin *data_builtin_find(const char *name) {
   return NULL;
 }
 
+// A split as the runtime's loader spec (what kiln build also writes into a binary).
+void data_spec(const DataSrc *d, int split, RtDataSpec *out) {
+  memset(out, 0, sizeof *out);
+  out->kind = d->kind;
+  out->dir = d->dir;
+  out->nfiles = d->nfiles[split];
+  for (int i = 0; i < out->nfiles; i++) out->files[i] = d->files[split][i];
+  out->split = split;
+  out->normalize = d->normalize;
+  out->label = d->label == INT_MIN ? RT_DATA_NOLABEL : d->label;
+  out->header = d->header;
+}
+
 // Reads one split with the runtime's loaders. 0, or -1 with a message.
 int data_load(const DataSrc *d, int split, RtDataset *out, char *err, size_t len) {
   static const char *names[NSPLITS] = {"train", "test"};
-  const char *const *f = d->files[split];
-  int nf = d->nfiles[split];
-  if (!nf && !d->dir) {
+  if (!d->nfiles[split] && !d->dir) {
     snprintf(err, len, "%s has no %s split (give %s=...)", d->name ? d->name : d->kind, names[split], names[split]);
     return -1;
   }
-  if (!strcmp(d->kind, "idx"))
-    return nf ? rt_data_idx(f[0], nf > 1 ? f[1] : NULL, d->normalize, out, err, len)
-              : rt_data_idx_dir(d->dir, names[split], d->normalize, out, err, len);
-  if (!strcmp(d->kind, "cifar10"))
-    return nf ? rt_data_cifar10(f, nf, d->normalize, out, err, len)
-              : rt_data_cifar10_dir(d->dir, names[split], d->normalize, out, err, len);
-  if (!strcmp(d->kind, "csv"))
-    return rt_data_csv(f[0], d->label == INT_MIN ? RT_DATA_NOLABEL : d->label, d->header, out, err, len);
-  return rt_data_npy(f, nf, out, err, len);
+  RtDataSpec spec;
+  data_spec(d, split, &spec);
+  return rt_model_data(&spec, NULL, out, err, len);
 }
 
 // ---- the session's training state ------------------------------------------------

@@ -106,6 +106,7 @@ typedef struct Ev {
   int binding_data;                      // compiling for evaluate: inputs get data
   int tune, tune_threads;                // kiln run --tune: time conv2d's lowerings (conv.c)
   char **conv_notes; int nconv_notes;    // conv2d lowering choices `kiln ir` printed
+  struct Build *build;                   // kiln build: train, evaluate, save record (build.h)
 } Ev;
 
 Ev *ev_new(FILE *out, Diag *diag);

@@ -1,6 +1,8 @@
 // The evaluate statement: metrics (batch means or per-example values)
 // averaged over a data split.
+#include "build.h"
 #include "train_int.h"
+#include "runtime/model.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,8 @@ double scalar_value(const RtTensor *t) {
   default: return *(uint8_t *)t->data;
   }
 }
+
+static int64_t eval_batch(Ev *ev, AstNode *s);
 
 // ---- metrics (evaluate statements) -------------------------------------------------------
 
@@ -52,16 +56,24 @@ void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
   ev->binding_data = 0;
 }
 
+typedef struct { Ev *ev; AstNode *s; Metrics *m; int *col; RtTensor *in; } MetricsRun;
+
+// One batch of an evaluate statement's graph, for the runtime's rt_eval_loop.
+static int metrics_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
+  MetricsRun *r = ctx;
+  for (int i = 0; i < r->m->nin; i++) {
+    Node *x = r->m->ins[i];
+    r->in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(r->ev, x) : as_input(&cols[r->col[i]], x);
+  }
+  ev_run_program(r->ev, r->m->pr, r->in, out, 1, r->s->span);
+  return 0;
+}
+
 // Each metric averaged over the split's examples (batch means weighted by batch size).
 void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   const char *dname;
   RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
-  int64_t batch = 1000;
-  for (int i = 0; i < s->nopts; i++) {
-    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
-    batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
-    if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
-  }
+  int64_t batch = eval_batch(ev, s);
   RtDType want[RT_DATA_MAXCOL];
   int *col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
@@ -76,34 +88,48 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   rt_batcher_free(run->eval_batches);
   RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, 1, err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
-  rt_batcher_start(b, 0);
-  RtTensor cols[RT_DATA_MAXCOL], *in = arena_alloc(ev->arena, sizeof *in * (m->nin + 1));
+  MetricsRun mr = {ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
   RtTensor *out = arena_alloc(ev->arena, sizeof *out * (m->n + 1));
-  double *sum = arena_alloc(ev->arena, sizeof *sum * (m->n + 1));
-  int64_t got, total = 0, limit = ev->topts.eval_examples;
-  while ((!limit || total < limit) && (got = rt_batcher_next(b, cols)) > 0) {
-    for (int i = 0; i < m->nin; i++) {
-      Node *x = m->ins[i];
-      in[i] = x->a.i[0] == ROLE_PARAM ? *ev_param_value(ev, x) : as_input(&cols[col[i]], x);
-    }
-    ev_run_program(ev, m->pr, in, out, 1, s->span);
-    for (int k = 0; k < m->n; k++) {
-      RtTensor *o = &out[k];
-      if (!m->per_example[k]) sum[k] += scalar_value(o) * (double)got;
-      else for (int64_t r = 0; r < got; r++) sum[k] += o->dtype == RT_F32 ? ((float *)o->data)[r] : ((double *)o->data)[r];
-      rt_tensor_free(o);
-    }
-    total += got;
-  }
-  for (int k = 0; k < m->n; k++) vals[k] = total ? sum[k] / (double)total : NAN;
+  rt_eval_loop(b, m->n, m->per_example, ev->topts.eval_examples, metrics_batch, &mr, out, vals);   // errors unwind with longjmp
   rt_batcher_free(b);
   run->eval_batches = NULL;
+}
+
+// An evaluate statement's batch= option (1000 when not given).
+static int64_t eval_batch(Ev *ev, AstNode *s) {
+  int64_t batch = 1000;
+  for (int i = 0; i < s->nopts; i++) {
+    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
+    batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
+    if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
+  }
+  return batch;
+}
+
+// kiln build: the first evaluate statement's graph, data and batch size.
+void build_record_metrics(Ev *ev, AstNode *s, Metrics *m) {
+  Build *b = ev->build;
+  if (b->eval.pr) return;
+  BuildGraph *g = &b->eval;
+  g->pr = m->pr;
+  g->role = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
+  g->col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
+  for (int i = 0; i < m->nin; i++) {
+    int data = m->ins[i]->a.i[0] == ROLE_INPUT;
+    g->role[i] = data ? RT_ARG_DATA : RT_ARG_TENSOR;
+    g->col[i] = data ? build_input_column(ev, m->ins[i]) : -1;
+  }
+  g->out_names = m->names;
+  g->per_example = m->per_example;
+  b->eval_batch = eval_batch(ev, s);
+  build_data_spec(ev, s->rhs, SPLIT_TEST, &b->eval_data);
 }
 
 void ev_exec_evaluate(Ev *ev, AstNode *s) {
   Metrics m;
   metrics_compile(ev, s, &m);
   if (!m.pr) return;   // kiln ir / emit-c: shown, not run
+  if (ev->build) { build_record_metrics(ev, s, &m); return; }
   double *v = arena_alloc(ev->arena, sizeof(double) * (m.n + 1));
   metrics_run(ev, s, &m, v);
   for (int i = 0; i < m.n; i++) fprintf(ev->out, "%s: %.6g\n", m.names[i], v[i]);

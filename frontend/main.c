@@ -1,4 +1,5 @@
 // The kiln command: run, ir, emit-c, ast, repl.
+#include "build.h"
 #include "eval.h"
 #include "repl.h"
 #include <stdlib.h>
@@ -21,6 +22,8 @@ static const char usage[] =
   "  kiln emit-c FILE --vectorize\n"
   "                            ... and, per kernel, which loops the compiler vectorized\n"
   "  kiln ast FILE             show the syntax tree\n"
+  "  kiln build FILE -o OUT    compile ahead of time into a standalone executable\n"
+  "                            (--lib: a library with a C API; kiln build --help)\n"
   "  kiln --version | --help\n"
   "\n"
   "options:\n"
@@ -196,6 +199,7 @@ static int show_ast(const Opts *o) {
 
 int main(int argc, char **argv) {
   Opts o = {0};
+  if (argc > 1 && !strcmp(argv[1], "build")) return build_main(argc, argv);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
       printf("kiln %s (jit: %s)\n", KILN_VERSION, jit_backend_name());

@@ -3,6 +3,7 @@
 // run over mini-batches from the runtime's batcher. Parameters and optimizer
 // state are double-buffered: a step writes the next values while it reads the
 // current ones, and the trainer swaps the pointers.
+#include "build.h"
 #include "optim.h"
 #include "train_int.h"
 #include <math.h>
@@ -17,7 +18,7 @@ typedef struct {
   uint64_t seed;
   double clip, gamma, min_lr;
   int64_t warmup, step_size;
-  enum { SCHED_CONSTANT, SCHED_STEP, SCHED_COSINE } schedule;
+  int schedule;            // RT_SCHED_*
   const char *checkpoint;
   int shuffle;
 } TrainSpec;
@@ -73,9 +74,9 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
       Value v = ev_eval_expr(ev, ev->globals, kw->lhs);
       if (v.kind != V_STR) ev_fail(ev, kw->lhs->span, "%s must be a string", k);
       if (!strcmp(k, "checkpoint")) { ts->checkpoint = v.s; continue; }
-      if (!strcmp(v.s, "constant")) ts->schedule = SCHED_CONSTANT;
-      else if (!strcmp(v.s, "step")) ts->schedule = SCHED_STEP;
-      else if (!strcmp(v.s, "cosine")) ts->schedule = SCHED_COSINE;
+      if (!strcmp(v.s, "constant")) ts->schedule = RT_SCHED_CONSTANT;
+      else if (!strcmp(v.s, "step")) ts->schedule = RT_SCHED_STEP;
+      else if (!strcmp(v.s, "cosine")) ts->schedule = RT_SCHED_COSINE;
       else ev_fail(ev, kw->lhs->span, "schedule must be \"constant\", \"step\" or \"cosine\"");
       continue;
     }
@@ -102,17 +103,10 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
   if (ts->step_size < 1) ev_fail(ev, s->span, "step_size must be at least 1");
 }
 
-// The learning rate at a step: warmup, then the schedule.
+// The learning rate at a step: the runtime's, which built binaries use too.
 static double lr_at(const TrainSpec *ts, int64_t step, int64_t total, int epoch) {
-  double lr = ts->opt.lr;
-  if (ts->warmup && step < ts->warmup) return lr * (double)(step + 1) / (double)ts->warmup;
-  if (ts->schedule == SCHED_STEP) lr *= pow(ts->gamma, (double)(epoch / ts->step_size));
-  if (ts->schedule == SCHED_COSINE && total > ts->warmup) {
-    double f = (double)(step - ts->warmup) / (double)(total - ts->warmup);
-    if (f > 1) f = 1;
-    lr = ts->min_lr + 0.5 * (lr - ts->min_lr) * (1 + cos(M_PI * f));
-  }
-  return lr;
+  RtSchedule sc = {ts->opt.lr, ts->gamma, ts->min_lr, ts->warmup, ts->step_size, (int)ts->schedule};
+  return rt_schedule_lr(&sc, step, total, epoch);
 }
 
 // The step graph's inputs and outputs, and where each one's value lives.
@@ -261,8 +255,96 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
 }
 
+// kiln build: the step graph and where its arguments come from, instead of a run.
+static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
+  Build *b = ev->build;
+  if (b->ntrain++) ev_fail(ev, s->span, "kiln build: a built binary runs one train statement, and this is the second");
+  BuildGraph *g = &b->step;
+  g->pr = st->pr;
+  trainer(ev)->run.step = NULL;   // the Build holds it now
+  g->role = arena_alloc(ev->arena, sizeof(int) * (st->nin + 1));
+  g->col = arena_alloc(ev->arena, sizeof(int) * (st->nin + 1));
+  for (int i = 0; i < st->nin; i++) {
+    g->col[i] = st->in_col[i];
+    g->role[i] = st->in_col[i] >= 0 ? RT_ARG_DATA : RT_ARG_TENSOR;
+    for (int k = 0; k <= OPT_NSCALARS; k++)
+      if (st->in_val[i] == &st->scalars[k]) g->role[i] = RT_ARG_LR + k;
+  }
+  g->out_names = arena_alloc(ev->arena, sizeof(char *) * (st->nout + 1));
+  g->out_names[0] = "loss";
+  for (int o = 1; o < st->nout; o++) {
+    for (int i = 0; i < st->nin && !g->out_names[o]; i++)
+      if (st->in_val[i] == st->out_dst[o]) g->out_names[o] = st->ins[i]->a.name;
+    if (!g->out_names[o]) ev_fail(ev, s->span, "kiln build: output %d of the training step replaces a value the step does not read", o);
+  }
+  build_data_spec(ev, s->rhs, SPLIT_TRAIN, &b->train_data);
+  b->optimizer = opt_name(ts->opt.kind);
+  b->beta1 = ts->opt.beta1;
+  b->beta2 = ts->opt.beta2;
+  b->sched = (RtSchedule){ts->opt.lr, ts->gamma, ts->min_lr, ts->warmup, ts->step_size, (int)ts->schedule};
+  b->batch = ts->batch;
+  b->epochs = ts->epochs;
+  b->shuffle = ts->shuffle;
+  b->seed = ts->seed;
+}
+
 static volatile sig_atomic_t interrupt_flag;
 static void on_sigint(int sig) { (void)sig; interrupt_flag = 1; }
+
+// The loop's state for its callbacks (runtime/model.h: rt_train_loop, which built binaries run too).
+typedef struct {
+  Ev *ev;
+  AstNode *s;
+  Trainer *t;
+  Step *st;
+  const TrainSpec *ts;
+  RtTensor *in;                 // the step's arguments
+  Metrics *em;                  // the evaluate statement after the train statement, if any
+  double *vals;                 // its values after each epoch
+  int64_t step0, total;         // the schedule's origin and length, in steps
+  int first;                    // the first step allocates the outputs
+} Loop;
+
+static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, double *loss) {
+  Loop *c = l->ctx;
+  Step *st = c->st;
+  Trainer *t = c->t;
+  double lr = lr_at(c->ts, t->step - c->step0, c->total, epoch);
+  *(double *)st->scalars[OPT_LR].data = lr;
+  *(double *)st->scalars[OPT_BIAS1].data = 1 / (1 - pow(c->ts->opt.beta1, (double)(t->step + 1)));
+  *(double *)st->scalars[OPT_BIAS2].data = 1 / (1 - pow(c->ts->opt.beta2, (double)(t->step + 1)));
+  if (st->scalars[OPT_NSCALARS].data) *(int64_t *)st->scalars[OPT_NSCALARS].data = (int64_t)(c->ts->seed << 32) + t->step;
+  for (int i = 0; i < st->nin; i++)
+    c->in[i] = st->in_col[i] >= 0 ? as_input(&cols[st->in_col[i]], st->ins[i]) : *st->in_val[i];
+  ev_run_program(c->ev, st->pr, c->in, st->out, c->first, c->s->span);
+  c->first = 0;
+  for (int o = 1; o < st->nout; o++) {   // the next values become the current ones
+    void *tmp = st->out_dst[o]->data;
+    st->out_dst[o]->data = st->out[o].data;
+    st->out[o].data = tmp;
+  }
+  *loss = scalar_value(&st->out[0]);
+  t->step++;
+  rt_metrics_step(t->metrics, epoch + 1, ++t->logged, *loss, lr);
+  (void)n;
+  return 0;
+}
+
+static int train_epoch_done(RtLoop *l, int epoch, double mean) {
+  Loop *c = l->ctx;
+  Ev *ev = c->ev;
+  Trainer *t = c->t;
+  Metrics *em = c->em;
+  char err[1024];
+  t->epoch = epoch + 1;
+  if (em->pr) metrics_run(ev, ev->next_eval, em, c->vals);
+  rt_progress_epoch_end(l->progress, mean, em->names, c->vals, em->pr ? em->n : 0);
+  const char *tl = "train_loss";
+  rt_metrics_epoch(t->metrics, epoch + 1, t->logged, &tl, &mean, 1);
+  if (em->pr) rt_metrics_epoch(t->metrics, epoch + 1, t->logged, em->log_names, c->vals, em->n);
+  if (c->ts->checkpoint && save_checkpoint(ev, c->ts->checkpoint, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
+  return 0;
+}
 
 // The plot is redrawn after each train statement with all of them so far.
 static void finish_run(Ev *ev, Trainer *t, int stopped, const char *title) {
@@ -309,6 +391,11 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   if (!st.pr) return;   // kiln ir / emit-c showed it
   Metrics em = {0};
   if (ev->next_eval) metrics_compile(ev, ev->next_eval, &em);
+  if (ev->build) {
+    record_train(ev, s, &ts, &st);
+    if (em.pr) build_record_metrics(ev, ev->next_eval, &em);
+    return;
+  }
   RtDType want[RT_DATA_MAXCOL];
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
   for (int i = 0; i < st.nin; i++) if (st.in_col[i] >= 0) want[st.in_col[i]] = (RtDType)st.ins[i]->dtype;
@@ -316,10 +403,10 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   RtBatcher *b = run->batches = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, 1, err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
   if (!t->metrics && !(t->metrics = rt_metrics_new(ev->topts.log, err, sizeof err))) ev_fail(ev, s->span, "%s", err);
-  RtMetrics *mx = t->metrics;
-  RtProgress *pg = run->progress = rt_progress_new(stderr, ev->topts.progress);
-  int64_t nb = rt_batcher_nbatches(b), total = nb * ts.epochs;
-  RtTensor *in = arena_alloc(ev->arena, sizeof *in * (st.nin + 1)), cols[RT_DATA_MAXCOL];
+  Loop c = {ev, s, t, &st, &ts, arena_alloc(ev->arena, sizeof(RtTensor) * (st.nin + 1)), &em,
+            arena_alloc(ev->arena, sizeof(double) * (em.n + 1)), step0, rt_batcher_nbatches(b) * ts.epochs, 1};
+  RtLoop l = {b, run->progress = rt_progress_new(stderr, ev->topts.progress), ds->n, first_epoch, ts.epochs,
+              ev->topts.max_steps, &interrupt_flag, &c, train_step, train_epoch_done};
   st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
   run->nout = st.nout;
   struct sigaction sa = {0};
@@ -328,49 +415,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   interrupt_flag = 0;
   sigaction(SIGINT, &sa, &run->old);
   run->sigint_set = 1;
-  int stopped = 0, first = 1, cut = 0;
-  int64_t steps_here = 0;
-  double *ev_vals = arena_alloc(ev->arena, sizeof(double) * (em.n + 1));
-  for (int epoch = first_epoch; epoch < ts.epochs && !stopped && !cut; epoch++) {
-    rt_batcher_start(b, epoch);
-    rt_progress_epoch_begin(pg, epoch + 1, ts.epochs, nb, ds->n);
-    int64_t got, done = 0, seen = 0;
-    double loss_sum = 0;
-    while ((got = rt_batcher_next(b, cols)) > 0) {
-      double lr = lr_at(&ts, t->step - step0, total, epoch);
-      *(double *)st.scalars[OPT_LR].data = lr;
-      *(double *)st.scalars[OPT_BIAS1].data = 1 / (1 - pow(ts.opt.beta1, (double)(t->step + 1)));
-      *(double *)st.scalars[OPT_BIAS2].data = 1 / (1 - pow(ts.opt.beta2, (double)(t->step + 1)));
-      if (st.scalars[OPT_NSCALARS].data) *(int64_t *)st.scalars[OPT_NSCALARS].data = (int64_t)(ts.seed << 32) + t->step;
-      for (int i = 0; i < st.nin; i++)
-        in[i] = st.in_col[i] >= 0 ? as_input(&cols[st.in_col[i]], st.ins[i]) : *st.in_val[i];
-      ev_run_program(ev, st.pr, in, st.out, first, s->span);
-      first = 0;
-      for (int o = 1; o < st.nout; o++) {   // the next values become the current ones
-        void *tmp = st.out_dst[o]->data;
-        st.out_dst[o]->data = st.out[o].data;
-        st.out[o].data = tmp;
-      }
-      double l = scalar_value(&st.out[0]);
-      t->step++;
-      done++; seen += got;
-      loss_sum += l * (double)got;
-      rt_progress_step(pg, done, seen, l);
-      rt_metrics_step(mx, epoch + 1, ++t->logged, l, lr);
-      if (interrupt_flag) { stopped = 1; break; }
-      if (ev->topts.max_steps && ++steps_here >= ev->topts.max_steps) { cut = 1; break; }
-    }
-    if (stopped) break;
-    t->epoch = epoch + 1;
-    rt_progress_epoch_trained(pg);   // the epoch line's time and ex/s: training, not evaluation
-    if (em.pr) metrics_run(ev, ev->next_eval, &em, ev_vals);
-    double mean = seen ? loss_sum / (double)seen : NAN;
-    rt_progress_epoch_end(pg, mean, em.names, ev_vals, em.pr ? em.n : 0);
-    const char *tl = "train_loss";
-    rt_metrics_epoch(mx, epoch + 1, t->logged, &tl, &mean, 1);
-    if (em.pr) rt_metrics_epoch(mx, epoch + 1, t->logged, em.log_names, ev_vals, em.n);
-    if (ts.checkpoint && save_checkpoint(ev, ts.checkpoint, err, sizeof err)) fprintf(stderr, "kiln: %s\n", err);
-  }
+  int stopped = rt_train_loop(&l) == 1;   // errors unwind from ev_run_program with longjmp
   const char *title = strrchr(s->span.src->name, '/');
   finish_run(ev, t, stopped, title ? title + 1 : s->span.src->name);
   if (stopped) {

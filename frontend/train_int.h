@@ -60,6 +60,7 @@ RtTensor as_input(const RtTensor *batch, Node *in);   // a batch viewed with the
 double scalar_value(const RtTensor *t);
 void metrics_compile(Ev *ev, AstNode *s, Metrics *m);       // an evaluate statement's graph
 void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals);   // its means over the split
+void build_record_metrics(Ev *ev, AstNode *s, Metrics *m);   // kiln build (evaluate.c)
 int save_checkpoint(Ev *ev, const char *path, char *err, size_t len);
 void load_checkpoint(Ev *ev, const char *path, Span sp);
 

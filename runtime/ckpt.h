@@ -60,6 +60,9 @@ typedef struct {
 // past the end of the file (96 bytes of data)", "path: bad header at byte 57: ...".
 // 0, or -1 with the message in err (which may be NULL); then *out is empty (all zero).
 int rt_safetensors_load(const char *path, RtTensorFile *out, char *err, size_t errlen);
+// The same from n bytes in memory (name: for messages).
+int rt_safetensors_load_mem(const void *p, size_t n, const char *name, RtTensorFile *out,
+                            char *err, size_t errlen);
 const RtTensor *rt_tensorfile_find(const RtTensorFile *f, const char *name);   // NULL if absent
 const char *rt_tensorfile_meta(const RtTensorFile *f, const char *key);        // NULL if absent
 void rt_tensorfile_free(RtTensorFile *f);   // leaves *f empty; an empty *f is a no-op

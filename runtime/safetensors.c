@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -820,11 +821,37 @@ static int read_header(int fd, const char *path, int64_t size, char **text, uint
     return 0;
 }
 
+static int load_fd(int fd, const char *path, RtTensorFile *out, char *err, size_t errlen);
+
 int rt_safetensors_load(const char *path, RtTensorFile *out, char *err, size_t errlen) {
     *out = (RtTensorFile){0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return rt_errf(err, errlen, path, "%s", strerror(errno));
+    return load_fd(fd, path, out, err, errlen);
+}
+
+// An image in memory (weights embedded in a built binary) goes through a memory file, so
+// it is read and checked by the same code as a file on disk.
+int rt_safetensors_load_mem(const void *p, size_t n, const char *name, RtTensorFile *out,
+                            char *err, size_t errlen) {
+    *out = (RtTensorFile){0};
+    int fd = memfd_create("kiln-weights", MFD_CLOEXEC);
+    if (fd < 0)
+        return rt_errf(err, errlen, name, "memfd_create: %s", strerror(errno));
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, (const char *)p + done, n - done);
+        if (w <= 0) {
+            close(fd);
+            return rt_errf(err, errlen, name, "writing a memory file: %s", strerror(errno));
+        }
+        done += (size_t)w;
+    }
+    return load_fd(fd, name, out, err, errlen);
+}
+
+// Reads and closes fd.
+static int load_fd(int fd, const char *path, RtTensorFile *out, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
