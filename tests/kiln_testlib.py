@@ -26,6 +26,28 @@ import time
 
 import numpy as np
 
+# ---- named checks, for the scripts that run their own (test_train.py, test_build.py, ...)
+class Tally:
+    """Prints each check as `ok   NAME` or `FAIL NAME` with the detail indented
+    under it, and counts them for the closing `N passed, N failed`."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print("ok   " + name)
+        else:
+            self.failed += 1
+            print("FAIL " + name + ("\n  " + str(detail).replace("\n", "\n  ") if detail else ""))
+        return ok
+
+    def summary(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed else 0
+
+
 # ---- writing values into a program ----------------------------------------------
 
 

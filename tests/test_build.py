@@ -30,25 +30,20 @@ import tempfile
 
 import numpy as np
 
+from kiln_testlib import Tally
+
 KILN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TMP = tempfile.mkdtemp(prefix="kiln-build-test-")
 FM = os.path.join(TMP, "fm")
-passed = failed = 0
 STEPS = {"logreg": 30, "mlp": 8, "cnn": 2}
 NPRED = 200
 SAN = False
 
 
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL " + name + ("\n  " + str(detail).replace("\n", "\n  ") if detail else ""))
+TALLY = Tally()
+check = TALLY.check
 
 
 def run(args, timeout=600, env=None, cwd=TMP):
@@ -431,8 +426,7 @@ def main():
             if not ONLY or ONLY in fn.__name__ or ONLY == "logreg":
                 fn(lr)
     shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(TALLY.summary())
 
 
 if __name__ == "__main__":

@@ -26,20 +26,13 @@ import time
 
 import numpy as np
 
+from kiln_testlib import Tally
+
 KILN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
 ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 TMP = tempfile.mkdtemp(prefix="kiln-train-")
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL " + name + ("\n  " + detail.replace("\n", "\n  ") if detail else ""))
+TALLY = Tally()
+check = TALLY.check
 
 
 def kiln(src, *args, name="m.kiln", timeout=300, env=None):
@@ -560,9 +553,9 @@ def main():
         except Exception as e:  # noqa: BLE001
             check(t.__name__ + " ran", False, repr(e))
     shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
+    rc = TALLY.summary()
     print("(%.1f s)" % (time.time() - t0))
-    return 1 if failed else 0
+    return rc
 
 
 if __name__ == "__main__":

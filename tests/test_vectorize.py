@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 
+from kiln_testlib import Tally
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VECTORIZED = re.compile(r"vectorized loop|loop vectorized")
 # Kernels that are not plain streams: products, reductions and row ops have their
@@ -22,17 +24,11 @@ VECTORIZED = re.compile(r"vectorized loop|loop vectorized")
 NOT_EW = {"matmul", "sum", "max", "min", "mean", "prod", "softmax", "log_softmax", "logsumexp",
           "softmax_cross_entropy", "argmax", "argmin", "rmax", "rmin"}
 
-passed = failed = 0
+TALLY = Tally()
 
 
 def check(ok, name, why=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL " + name + (": " + why if why else ""))
+    TALLY.check(name, ok, why)
 
 
 def report(kiln, example):
@@ -96,8 +92,7 @@ def main():
                        capture_output=True, text=True, cwd="/tmp", timeout=60)
     check(r.returncode != 0 and "--vectorize goes with kiln emit-c" in r.stderr, "--vectorize outside emit-c is refused",
           r.stderr.strip())
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(TALLY.summary())
 
 
 if __name__ == "__main__":
