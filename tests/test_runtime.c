@@ -589,6 +589,9 @@ static void test_gemm_kernels(void) {
                 // A narrow B: A read in place, one deep KC panel, then more
                 layout_case(2 * mr + 1, nr, 5003, L_ROW, L_ROW, L_ROW, 1),
                 layout_case(2 * mr + 1, nr - 1, 5003, L_BCAST, L_TRANS, L_STRIDED, 0),
+                // Few columns, A stored transposed: computed as C^T = B^T A^T
+                layout_case(3 * nr + 2, 10, 77, L_TRANS, L_ROW, L_ROW, 0),
+                layout_case(5 * nr + 1, 3, kc + 1, L_TRANS, L_TRANS, L_ROW, 1),
             };
             for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
                 cases++;
