@@ -467,22 +467,6 @@ static int narrow_transposed(const Gemm *g) {
     return round_up(g->n, kn->mr) * round_up(g->m, kn->nr) < round_up(g->m, kn->mr) * round_up(g->n, kn->nr);
 }
 
-// The micro-tiles a kernel runs for an m x n product, in its k-step cycles (mr
-// FMAs of two vectors each).
-static int64_t tile_cycles(const GemmKern *kn, int64_t m, int64_t n) {
-    return (m + kn->mr - 1) / kn->mr * ((n + kn->nr - 1) / kn->nr) * kn->mr;
-}
-
-// With the default kernel choice, a product too narrow for the AVX-512 kernel's
-// 14x32 tiles (a layer with 10 outputs) runs on the AVX2 6x16 kernel when its
-// tiles, half as wide but padding less, take fewer k-step cycles: 64x10x784
-// (logreg's forward) takes 20 us there against 26 us on AVX-512.
-static const GemmKern *narrow_kernel(const Gemm *g) {
-    const GemmKern *alt = gemm_kern_pick(GEMM_KILN_AVX2);
-    if (g->kern != gemm_kern_pick(GEMM_KILN_AVX512) || !alt) return g->kern;
-    return tile_cycles(alt, g->m, g->n) < tile_cycles(g->kern, g->m, g->n) ? alt : g->kern;
-}
-
 // KILN_GEMM: kiln (or kiln-avx512, kiln-avx2, kiln-c), blis or loops; the default
 // is kiln where the CPU has AVX2 and FMA, else blis when built with it, else loops.
 int rt_gemm_kind_env(void) {
@@ -576,7 +560,6 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
         Gemm t = *g;
         if ((t.c_cs != 1 && t.c_rs == 1) || narrow_transposed(&t)) transpose_problem(&t);
-        if (kind == GEMM_KILN) t.kern = narrow_kernel(&t);
         plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
         if (packed(rt, &t, batch)) return;
     }
