@@ -552,11 +552,9 @@ static Program *program_for(Ev *ev, Node **key, int nout, Node ***ins_out, int *
   if (!ev->binding_data)
     for (int i = 0; i < nout; i++) check_bound(ev, outs[i], where);   // only parameters have values here
   IrGraph *g = ir_graph_new(ev->c, outs, nout, ins, nin);
-  if ((ev->pipe.dump_after || ev->pipe.emit_c) && where.src)
-    fprintf(ev->pipe.dump, "%s graph of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", where.src->name, where.line, where.col);
-  char err[8192], label[200] = "graph";
+  char err[8192], label[200];
   if (where.src) snprintf(label, sizeof label, "graph of %s:%d:%d", where.src->name, where.line, where.col);
-  ev->pipe.label = label;
+  ev->pipe.label = where.src ? label : NULL;
   Program *pr = pipe_compile(&ev->pipe, g, err, sizeof err);
   ev->pipe.label = NULL;
   if (!pr) {

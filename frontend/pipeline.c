@@ -186,6 +186,7 @@ Jit *pipe_jit_new(char *err, size_t errlen) {
 
 Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   err[0] = 0;
+  if ((p->dump_after || p->emit_c) && p->label) fprintf(p->dump, "%s %s\n", p->emit_c ? "//" : "#", p->label);
   if (stop_at(p, "ir", g, NULL)) return NULL;
   for (size_t i = 0; i < sizeof graph_passes / sizeof *graph_passes; i++) {
     g = graph_passes[i].run(p->c, g);

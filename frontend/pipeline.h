@@ -23,7 +23,8 @@ typedef struct {
   int vector_report;        // with emit_c: then how the compiler vectorized each kernel's loops
   LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
   int profile;              // kiln run --profile: programs time their kernels (prog_profile_print)
-  const char *label;        // what the next pipe_compile compiles ("training step of f.kiln:3:1")
+  const char *label;        // what the next pipe_compile compiles ("training step of f.kiln:3:1"):
+                            // its --profile name, and the header of what kiln ir and emit-c print
 } Pipe;
 
 typedef struct {

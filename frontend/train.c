@@ -245,8 +245,6 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   free(used);
   st->ins = ins; st->nin = keep; st->nout = no;
   IrGraph *g = ir_graph_new(c, outs, no, ins, keep);
-  if ((ev->pipe.dump_after || ev->pipe.emit_c))
-    fprintf(ev->pipe.dump, "%s training step of %s:%d:%d\n", ev->pipe.emit_c ? "//" : "#", sp.src->name, sp.line, sp.col);
   char err[8192], label[200];
   snprintf(label, sizeof label, "training step of %s:%d:%d", sp.src->name, sp.line, sp.col);
   ev->pipe.label = label;
