@@ -8,16 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "../bench_clock.h"
 
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: lib_latency THREADS WEIGHTS\n"); return 2; }

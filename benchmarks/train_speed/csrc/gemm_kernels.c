@@ -8,17 +8,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../../bench_clock.h"
+
 void *rt_new(int nthreads);
 void rt_free_ctx(void *rt);
 void rt_gemm_f32(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, int64_t a_batch,
                  int64_t a_rs, int64_t a_cs, const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, float *c,
                  int64_t c_batch, int64_t c_rs, int64_t c_cs, float beta);
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 
 typedef struct { long m, n, k; int ta, tb; } Shape;   // ta: A stored k x m; tb: B stored n x k
 

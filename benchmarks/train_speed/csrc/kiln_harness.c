@@ -14,15 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "../../bench_clock.h"
+
 static void check(kiln_ctx *k, int bad, const char *what) {
   if (bad) { fprintf(stderr, "kiln_harness: %s: %s\n", what, kiln_error(k)); exit(1); }
 }
