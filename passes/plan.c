@@ -13,7 +13,7 @@
 static void groups(const Schedule *s, int *start, int *end) {
   for (int k = 0; k < s->nk; k++) start[k] = end[k] = k;
   for (int k = 0; k < s->nk; k++)
-    for (int j = k; j <= k + s->ks[k].nepi; j++) start[j] = k, end[j] = k + s->ks[k].nepi;
+    for (int j = k + 1; j <= k + s->ks[k].nepi; j++) start[j] = start[k] = k, end[j] = end[k] = k + s->ks[k].nepi;
 }
 
 // first, last: the kernels that write a buffer first and read it last; free_after:
