@@ -29,7 +29,11 @@ static const char prelude[] =
   "  int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n"
   "extern void rt_gemm_f64_epi(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const double *a, int64_t a_batch,\n"
   "  int64_t a_rs, int64_t a_cs, const double *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, double *c, int64_t c_batch,\n"
-  "  int64_t c_rs, int64_t c_cs, double beta, EpiFn epi, void *ctx);\n";
+  "  int64_t c_rs, int64_t c_cs, double beta, EpiFn epi, void *ctx);\n"
+  "extern void rt_gemm_f32_win(void *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, int taps_rows,\n"
+  "  const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n"
+  "extern void rt_gemm_f64_win(void *rt, int64_t m, int64_t n, int64_t k, const double *x, const int64_t *geom, int taps_rows,\n"
+  "  const double *b, int64_t b_rs, int64_t b_cs, double *c, int64_t c_rs, int64_t c_cs, double beta, EpiFn epi, void *ctx);\n";
 
 // The kernel's buffers as local pointers (A: the Args).
 static void declare_buffers(Gen *g, const Kernel *K) {
@@ -516,6 +520,29 @@ static void epi_kernel(Gen *g, int k) {
   end_kernel(g);
 }
 
+// Implicit im2col (sched_mm_windows): rt_gemm_*_win packs A, the windows of an
+// image or their transpose, from the image; the geometry is rt.h's RT_WIN_*.
+static void windows_call(Gen *g, const Kernel *K, int k, Node *win, int taps_rows, const char *M, const char *N,
+                         const char *KK) {
+  Node *n = K->node, *x = win->src[0];
+  const int64_t *w = win->a.i;
+  const char *T = cg_ctype(n->dtype);
+  char d[4][64];
+  for (int i = 0; i < 4; i++) cg_dim(d[i], sizeof d[i], x->shape[i]);
+  int bx = declare_view(g, x, "x");
+  int bb = declare_view(g, n->src[1], "b");
+  cg_line(g, "const int64_t geom[18] = {%s, %s, %s, %s, xs0, xs1, xs2, xs3,", d[0], d[1], d[2], d[3]);
+  cg_line(g, "    %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+             ", %" PRId64 ", %" PRId64 "};",
+          w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], win->shape[1].k, win->shape[2].k);
+  char hook[48] = "0, 0";
+  if (K->nepi) snprintf(hook, sizeof hook, "kern%d_epi, &E", k);
+  cg_line(g, "const %s *px = A->b[%d], *pb = A->b[%d];", T, bx, bb);
+  cg_line(g, "rt_gemm_%s_win(rt, %s, %s, %s, px + xoff, geom, %d, pb + boff, bs0, bs1, c, %s, 1, 0, %s);",
+          n->dtype == DT_F64 ? "f64" : "f32", M, N, KK, taps_rows, N, hook);
+  end_kernel(g);
+}
+
 // Matrix product through the runtime (lower.c's MM_GEMM): a function the host
 // calls, one rt_gemm_* call whose batch is the last batch axis (in a loop over
 // any batch axes before it). Operands are read through their views' strides,
@@ -539,6 +566,12 @@ static void gemm_kernel(Gen *g, const Kernel *K, int k) {
   cg_line(g, "const int64_t *D = A->D; (void)D;");
   cg_line(g, "%s *c = A->b[%d];", T, K->out);
   if (K->nepi) cg_line(g, "Epi E = {A, 0};");
+  int taps_rows;
+  Node *win = sched_mm_windows(g->s, n, &taps_rows);
+  if (win) {
+    windows_call(g, K, k, win, taps_rows, M, N, KK);
+    return;
+  }
   int ba = declare_view(g, a, "a");
   int bb = declare_view(g, bm, "b");
   cg_line(g, "const %s *pa = A->b[%d], *pb = A->b[%d];", T, ba, bb);

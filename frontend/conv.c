@@ -2,7 +2,9 @@
 // at trace time from IR ops in one of three ways, so autodiff's rules give
 // each one its own backward pass:
 //   im2col  lower the input: the windows of the whole batch are one
-//           [N*OH*OW, C*KH*KW] matrix (an IM2COL view) times w^T: one GEMM.
+//           [N*OH*OW, C*KH*KW] matrix (an IM2COL view) times w^T: one GEMM,
+//           which packs the windows from the image (implicit im2col, see
+//           runtime/gemm_win.c; so does the weights' gradient).
 //   kernel  lower the kernel and expand the output: w as [O*KH*KW, C] times x
 //           as [C, N*H*W] gives every pixel's contribution to every output it
 //           touches, then each output sums its KH*KW shifted pixels (with
@@ -198,7 +200,7 @@ static void tune_key(const ConvShape *s, char key[40]) {
   cache_host_id(cpu);
   CacheHash h;
   cache_hash_init(&h);
-  cache_hash_str(&h, "conv-tune 2");   // 2: the lowerings of this layout
+  cache_hash_str(&h, "conv-tune 3");   // 3: im2col packs its windows from the image
   cache_hash_str(&h, KILN_VERSION);
   cache_hash_str(&h, cpu);
   cache_hash_str(&h, shp);

@@ -17,10 +17,15 @@ int pipe_stage_ok(const char *name) {
 
 // rt_gemm_* is always there: Kiln's packed f32 GEMM (any x86-64: AVX-512, AVX2 or
 // C micro-kernels), BLIS for f64 when built with it, blocked loops otherwise.
-// Epilogue fusion is on unless KILN_FUSE_EPILOGUE=0 (for comparing the two).
+// Epilogue fusion is on unless KILN_FUSE_EPILOGUE=0, implicit im2col unless
+// KILN_IMPLICIT_IM2COL=0 (for comparing: the results are the same bit for bit).
+static int env_off(const char *name) {
+  const char *e = getenv(name);
+  return e && !strcmp(e, "0");
+}
+
 LowerOpts pipe_lower_opts(void) {
-  const char *e = getenv("KILN_FUSE_EPILOGUE");
-  return (LowerOpts){.gemm = 1, .epilogue = !(e && !strcmp(e, "0"))};
+  return (LowerOpts){.gemm = 1, .epilogue = !env_off("KILN_FUSE_EPILOGUE"), .windows = !env_off("KILN_IMPLICIT_IM2COL")};
 }
 
 // ---- kiln ir --stats ---------------------------------------------------------------
@@ -176,6 +181,8 @@ static JitSymbol runtime_symbols[] = {
   {"rt_gemm_f64", (void *)rt_gemm_f64},
   {"rt_gemm_f32_epi", (void *)rt_gemm_f32_epi},
   {"rt_gemm_f64_epi", (void *)rt_gemm_f64_epi},
+  {"rt_gemm_f32_win", (void *)rt_gemm_f32_win},
+  {"rt_gemm_f64_win", (void *)rt_gemm_f64_win},
   {"rt_profile", (void *)rt_profile},
   {"rt_clock_ns", (void *)rt_clock_ns},
 };
@@ -193,7 +200,7 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
     if (!g) { snprintf(err, errlen, "internal error in pass %s: %s", graph_passes[i].name, p->c->err); return NULL; }
     if (stop_at(p, graph_passes[i].name, g, NULL)) return NULL;
   }
-  Schedule *s = pass_fuse(p->c, g);
+  Schedule *s = pass_fuse(p->c, g, &p->lower);
   if (stop_at(p, "fuse", g, s)) { sched_free(s); return NULL; }
   pass_lower(s, &p->lower);
   if (stop_at(p, "lower", g, s)) { sched_free(s); return NULL; }

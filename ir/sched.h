@@ -63,6 +63,12 @@ int sched_mm_work(const Node *mm, Dim *factors);
 // layout (rows of windows: im2col's gradient): computed by its own kernel that
 // adds each window's row into the image (cgen.c), not gathered where it is read.
 int sched_col2im_rows(const Schedule *s, const Node *n);
+// Implicit im2col: the IM2COL node whose window matrix is matmul mm's left
+// operand, for rt_gemm_*_win to pack from the image. mm must be one float
+// product (2-D) of reshape(IM2COL) as [N*OH*OW, C*KH*KW], or of its transpose
+// (*taps_rows = 1: a weight gradient), with a zero fill, and neither the
+// reshape nor the windows may have a buffer. NULL if not.
+Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows);
 // True if every path from root (a kernel's expression) to buffer node b goes
 // through elementwise ops of b's shape only: the kernel reads element i of b
 // exactly when it writes its own element i (b may be absent: then true).

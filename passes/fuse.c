@@ -9,6 +9,7 @@
 typedef struct {
   Schedule *s;
   int *users;        // by node id: number of consuming edges
+  int windows;       // products may read a conv's windows from its image
 } Fuse;
 
 static int add_buf(Schedule *s, BufKind kind, Node *n, int arg) {
@@ -82,7 +83,15 @@ static void decide(Fuse *f, Node **order, int count) {
       while (m->op == OP_RESHAPE) m = m->src[0];
       if (ir_ops[m->op].kind == K_EW || m->op == OP_RNG) materialize(s, m);
     }
-    if (k == K_MATMUL) { need_view(s, n->src[0]); need_view(s, n->src[1]); }
+    if (k == K_MATMUL) {
+      // Implicit im2col: the GEMM packs the windows from the image, which
+      // must then be a view (80 MB of windows not written and read back for
+      // the CNN's second layer, whose image is 3.2 MB).
+      int taps_rows;
+      Node *w = f->windows ? sched_mm_windows(s, n, &taps_rows) : NULL;
+      need_view(s, w ? w->src[0] : n->src[0]);
+      need_view(s, n->src[1]);
+    }
     if (k == K_ROW) for (int j = 0; j < n->nsrc; j++) need_view(s, n->src[j]);
     if (k == K_SCATTER) for (int j = 0; j < n->nsrc; j++) need_dense(s, n->src[j]);
     // Operands read many times per result: a buffer, not a recomputed expression.
@@ -136,7 +145,7 @@ static void collect_reads(Schedule *s, Kernel *K, uint8_t *seen, Node **stack) {
   }
 }
 
-Schedule *pass_fuse(IrCtx *c, IrGraph *g) {
+Schedule *pass_fuse(IrCtx *c, IrGraph *g, const LowerOpts *o) {
   Schedule *s = calloc(1, sizeof *s);
   if (!s) abort();
   s->ctx = c; s->g = g;
@@ -144,7 +153,7 @@ Schedule *pass_fuse(IrCtx *c, IrGraph *g) {
   Node **order = ir_topo(c, g->outs, g->nout, &count);
   s->nid = c->nnodes;
   s->buf_of = malloc(sizeof(int) * (s->nid + 1));
-  Fuse f = {s, calloc(s->nid + 1, sizeof(int))};
+  Fuse f = {s, calloc(s->nid + 1, sizeof(int)), o && o->gemm && o->windows};
   if (!s->buf_of || !f.users) abort();
   for (int i = 0; i < s->nid; i++) s->buf_of[i] = -1;
   for (int i = 0; i < count; i++)

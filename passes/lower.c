@@ -50,14 +50,21 @@ static double work_text(const IrCtx *c, const Node *mm, char *buf, size_t len, i
   return work;
 }
 
-static void lower_matmul(const IrCtx *c, Kernel *K, const LowerOpts *o) {
-  Node *n = K->node;
+static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
+  const IrCtx *c = s->ctx;
+  Node *n = K->node, *base;
   char w[80];
-  int symbolic;
+  int symbolic, taps_rows;
   double work = work_text(c, n, w, sizeof w, &symbolic);
   const char *fold = sched_mm_shared_rhs(n) ? ", batch as one product" : "";
+  Node *win = sched_mm_windows(s, n, &taps_rows);
   K->strategy = MM_LOOPS;
-  if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: rt_gemm turned off");
+  if (win) {   // fuse.c left the windows unmaterialized: only rt_gemm_*_win reads them
+    K->strategy = MM_GEMM;
+    int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
+    snprintf(K->why, sizeof K->why, "gemm: m*n*k = %s, %s packed from the image buf%d (implicit im2col)", w,
+             taps_rows ? "A^T: the windows" : "A: the windows", img);
+  } else if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: rt_gemm turned off");
   else if (n->dtype != DT_F32 && n->dtype != DT_F64)
     snprintf(K->why, sizeof K->why, "loops: %s has no BLIS product", ir_dtype_name(n->dtype));
   else if ((!symbolic || work == 0) && work < GEMM_MIN_WORK)
@@ -75,5 +82,5 @@ static void lower_matmul(const IrCtx *c, Kernel *K, const LowerOpts *o) {
 
 void pass_lower(Schedule *s, const LowerOpts *o) {
   for (int k = 0; k < s->nk; k++)
-    if (s->ks[k].kind == KS_MATMUL) lower_matmul(s->ctx, &s->ks[k], o);
+    if (s->ks[k].kind == KS_MATMUL) lower_matmul(s, &s->ks[k], o);
 }

@@ -32,13 +32,17 @@ IrGraph *pass_dce(IrCtx *c, IrGraph *g);        // dead code: what the outputs d
 
 // ---- scheduling: graph -> kernels -> buffers (ir/sched.h) -----------------------
 #include "ir/sched.h"
-Schedule *pass_fuse(IrCtx *c, IrGraph *g);       // fusion into kernels
 // What the lowering may use, from the runtime it will run on (the pipeline
 // asks; passes do not include runtime headers).
 typedef struct {
   int gemm;          // large products go to rt_gemm_* (0: every product is generated loops)
   int epilogue;      // pass_epilogue runs (the pipeline's choice; KILN_FUSE_EPILOGUE=0 turns it off)
+  int windows;       // a conv's window matrix is packed from the image by rt_gemm_*_win, not
+                     // materialized (implicit im2col; KILN_IMPLICIT_IM2COL=0 turns it off)
 } LowerOpts;
+// Fusion into kernels; o (may be NULL: none of its options) says whether a
+// product may read its windows from the image (o->gemm && o->windows).
+Schedule *pass_fuse(IrCtx *c, IrGraph *g, const LowerOpts *o);
 void pass_lower(Schedule *s, const LowerOpts *o); // lowering strategy per kernel
 void pass_epilogue(Schedule *s);                  // elementwise consumers of a GEMM run as its epilogue
 void pass_plan(Schedule *s);                      // liveness-based buffer reuse, in place where safe

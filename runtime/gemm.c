@@ -30,6 +30,10 @@
 // kernel always writes rows; any other C (and every edge tile) goes through a
 // small buffer. beta == 0 never reads C.
 //
+// A convolution's window matrix (rt_gemm_*_win) is A packed from its image
+// by gemm_win.c, a micro-panel at a time as a row-major A is read, or a block
+// at a time as a transposed one is; never materialized on this path.
+//
 // The epilogue (rt_gemm_*_epi, for compiled graphs' fused bias, activation
 // and optimizer updates): after a block's last KC panel, each strip of mr
 // finished rows goes to the hook while it is in L1; with C computed as C^T a
@@ -109,6 +113,7 @@ typedef struct {
     RtGemmEpilogue epi;   // rt.h's hook, NULL if none
     void *epi_ctx;
     int64_t e_rs, e_cs;   // the caller's strides of C (after a batch merge), for the hook
+    const Win *win;   // A is a window matrix packed from its image (rt_gemm_f32_win), or NULL
 } Gemm;
 
 // c = beta*c + a @ b over one tile, as plain loops: blocked over k and the
@@ -294,18 +299,23 @@ static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, flo
 static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
 
 // The block [ic, ic+mb) x [jc, jc+nb) of a tile for one KC panel (A at the
-// block's first row and the panel's first k, pb packed); (p, ci, cj): the
+// block's first row and the panel's first k, pk, pb packed); (p, ci, cj): the
 // block's product and first element, for the epilogue after the last panel
 // (last), which runs per strip of mr finished rows while they are in L1.
+// Window rows (pixels) are packed a micro-panel at a time, as a row-major A
+// is read: that panel meets the whole B block while it is in L1.
 static void block(const Gemm *g, float *pa, const float *pb, const float *a, float *c, int64_t mb, int64_t nb,
-                  int64_t kb, int acc, int64_t p, int64_t ci, int64_t cj, int last) {
+                  int64_t kb, int64_t pk, int acc, int64_t p, int64_t ci, int64_t cj, int last) {
     const GemmKern *kn = g->kern;
     int64_t crs = g->c_rs, ccs = g->c_cs;
     int64_t whole = g->direct_a ? mb / kn->mr * kn->mr : 0;   // rows read in place
-    if (mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
+    int win_rows = g->win && !g->win->taps_rows;
+    if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
+    else if (!win_rows && mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
     for (int64_t ir = 0; ir < mb; ir += kn->mr) {
+        if (win_rows) win_pack_pixels(g->win, kn->mr, ci + ir, min64(kn->mr, mb - ir), pk, kb, pa);
         for (int64_t jr = 0; jr < nb; jr += kn->nr) {
-            Panel ap = {pa + (ir - whole) * kb, kn->mr, 1};
+            Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs};
             micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, min64(kn->mr, mb - ir),
                   min64(kn->nr, nb - jr), acc);
@@ -359,7 +369,7 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
             pack_b(kn->nr, kb, nb, b + pc * g->b_rs + jc * g->b_cs, g->b_rs, g->b_cs, pb);
             for (int64_t ic = 0; ic < mt; ic += g->mc) {
                 int64_t mb = min64(g->mc, mt - ic);
-                block(g, pa, pb, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, acc, p,
+                block(g, pa, pb, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, pc, acc, p,
                       i0 + ic, j0 + jc, last);
                 if (last && g->transposed) finish(g, p, i0 + ic, i0 + ic + mb, j0 + jc, j0 + jc + nb);
             }
@@ -415,13 +425,16 @@ static void block_sizes(Gemm *g) {
     const GemmKern *kn = g->kern;
     int64_t mc, kc, nc;
     gemm_blocks(kn, &mc, &kc, &nc);
-    g->direct_a = g->a_cs == 1;
+    g->direct_a = !g->win && g->a_cs == 1;
+    // Rows of windows go a micro-panel at a time, as a row-major A does, with
+    // the same KC, so the sums are the materialized matrix's to the bit.
+    int by_panel = g->direct_a || (g->win && !g->win->taps_rows);
     int64_t deep = l2_bytes / 4 / (4 * round_up(g->nb, kn->nr));
-    if (g->direct_a && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
+    if (by_panel && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
     g->mc = min64(mc, round_up(g->mb, kn->mr));
-    // Packed A: an MC x KC block, or only the last, partial micro-panel.
-    g->a_pack = round_up((g->direct_a ? kn->mr : g->mc) * g->kc, 16);
+    // Packed A: an MC x KC block, or only one (the last, partial) micro-panel.
+    g->a_pack = round_up((by_panel ? kn->mr : g->mc) * g->kc, 16);
     g->nc = min64(nc, round_up(g->nb, kn->nr));
 }
 
@@ -559,7 +572,7 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     int kind = rt_gemm_kind(rt);
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
         Gemm t = *g;
-        if ((t.c_cs != 1 && t.c_rs == 1) || narrow_transposed(&t)) transpose_problem(&t);
+        if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || narrow_transposed(&t))) transpose_problem(&t);
         plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
         if (packed(rt, &t, batch)) return;
     }
@@ -600,4 +613,55 @@ void rt_gemm_f64(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const 
                  int64_t c_batch, int64_t c_rs, int64_t c_cs, double beta) {
     rt_gemm_f64_epi(rt, batch, m, n, k, a, a_batch, a_rs, a_cs, b, b_batch, b_rs, b_cs, c, c_batch, c_rs, c_cs, beta,
                     NULL, NULL);
+}
+
+// A window operand: packed from its image on Kiln's f32 path; the other paths
+// (f64, BLIS, the loops, or no packing buffers) take the materialized matrix.
+static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int taps_rows) {
+    Win w;
+    win_init(&w, x, geom, taps_rows);
+    if (g->m != (taps_rows ? w.taps : w.pixels) || g->k != (taps_rows ? w.pixels : w.taps)) abort();
+    g->a = x, g->a_rs = g->a_cs = 0;
+    unit_axes(g->k, g->n, &g->b_rs, &g->b_cs);
+    unit_axes(g->m, g->n, &g->c_rs, &g->c_cs);
+    g->e_rs = g->c_rs, g->e_cs = g->c_cs;
+    int kind = rt_gemm_kind(rt);
+    if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind)) && g->kern->mr <= MAX_WIN_MR) {
+        Gemm t = *g;
+        t.win = &w;
+        float *padded = win_padded_f32(&w);
+        t.a = w.x;
+        plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);
+        int done = packed(rt, &t, 1);
+        rt_free(padded);
+        if (done) return;
+        win_init(&w, x, geom, taps_rows);
+    }
+    size_t esize = g->f64 ? sizeof(double) : sizeof(float);
+    void *cols = rt_alloc(esize * (size_t)(w.pixels * w.taps));
+    if (!cols) abort();   // as any workspace the plan did not size: out of memory
+    if (g->f64) win_materialize_f64(&w, cols);
+    else win_materialize_f32(&w, cols);
+    g->a = cols;
+    g->a_rs = taps_rows ? 1 : w.taps, g->a_cs = taps_rows ? w.taps : 1;
+    gemm(rt, g, 1);
+    rt_free(cols);
+}
+
+void rt_gemm_f32_win(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, int taps_rows,
+                     const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta,
+                     RtGemmEpilogue epi, void *ctx) {
+    if (m <= 0 || n <= 0) return;
+    Gemm g = {.f64 = 0, .m = m, .n = n, .k = k, .b = b, .c = c, .b_rs = b_rs, .b_cs = b_cs, .c_rs = c_rs,
+              .c_cs = c_cs, .beta = beta, .epi = epi, .epi_ctx = ctx};
+    gemm_win(rt, &g, x, geom, taps_rows);
+}
+
+void rt_gemm_f64_win(KRt *rt, int64_t m, int64_t n, int64_t k, const double *x, const int64_t *geom, int taps_rows,
+                     const double *b, int64_t b_rs, int64_t b_cs, double *c, int64_t c_rs, int64_t c_cs, double beta,
+                     RtGemmEpilogue epi, void *ctx) {
+    if (m <= 0 || n <= 0) return;
+    Gemm g = {.f64 = 1, .m = m, .n = n, .k = k, .b = b, .c = c, .b_rs = b_rs, .b_cs = b_cs, .c_rs = c_rs,
+              .c_cs = c_cs, .beta = beta, .epi = epi, .epi_ctx = ctx};
+    gemm_win(rt, &g, x, geom, taps_rows);
 }

@@ -97,6 +97,33 @@ const GemmKern *gemm_kern_pick(int kind);
 // from this machine's cache sizes.
 void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc);
 
+// gemm_win.c: the window matrix of rt_gemm_*_win (rt.h), read from the image.
+// Rows of the matrix are pixels (n, oh, ow), columns taps (c, i, j); with
+// taps_rows the operand is its transpose.
+typedef struct {
+    const void *x;
+    int64_t n, c, h, w, sn, sc, sh, sw;    // the image and its strides
+    int64_t kh, kw, strh, strw, pt, pl, dh, dw, oh, ow;
+    int64_t pb, pr;                        // how far the windows reach past the bottom, right
+    int64_t pixels, taps;                  // n*oh*ow and c*kh*kw
+    int taps_rows;
+    int inside;                            // no padding: every window is inside the image
+} Win;
+#define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
+void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows);
+// Points w at a zero-padded copy of its image (rt_free it after); NULL if w has
+// no padding or there was no memory for the copy.
+float *win_padded_f32(Win *w);
+// An A micro-panel of rows [r0, r0+rows) (pixels; zero past rows, up to mr) and
+// depth [q0, q0+kb) (taps): dst[p*mr + i], as gemm.c's pack_a lays it out.
+void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst);
+// An A block of the transpose: rows [q0, q0+mb) (taps) in mr-row micro-panels,
+// depth [p0, p0+kb) (pixels): dst[panel*mr*kb + p*mr + i].
+void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst);
+// The whole matrix, [pixels, taps] row-major.
+void win_materialize_f32(const Win *w, float *dst);
+void win_materialize_f64(const Win *w, double *dst);
+
 // The packing buffers of rt's GEMMs, one block for all pool threads: grows, never
 // shrinks, freed by rt_free_ctx. Only for the thread that owns rt (not from inside a
 // parallel region, see rt_in_parallel). NULL when out of memory.

@@ -850,7 +850,7 @@ static void run_lower_case(const char *name, Build build, int gemm, const char *
   size_t tn = 0;
   FILE *t = open_memstream(&text, &tn);
   fprintf(t, "# %s: fuse,lower (BLIS %s)\n%s# after lower\n", name, gemm ? "available" : "absent", gt);
-  Schedule *s = pass_fuse(c, g);
+  Schedule *s = pass_fuse(c, g, NULL);
   LowerOpts o = {.gemm = gemm};
   pass_lower(s, &o);
   sched_print(t, s);
@@ -884,7 +884,7 @@ static void run_pool_grad_case(const char *dir, int update) {
   size_t tn = 0;
   FILE *t = open_memstream(&text, &tn);
   fprintf(t, "# %s: fold,simplify,stability,dce,fuse,lower\n%s# after lower\n", name, gt);
-  Schedule *s = pass_fuse(c, g);
+  Schedule *s = pass_fuse(c, g, NULL);
   LowerOpts o = {.gemm = 1};
   pass_lower(s, &o);
   sched_print(t, s);
@@ -951,7 +951,7 @@ static void run_epilogue_case(const char *dir, int update) {
   size_t tn = 0;
   FILE *t = open_memstream(&text, &tn);
   fprintf(t, "# %s: fold,simplify,stability,dce,fuse,lower,epilogue,plan\n", name);
-  Schedule *s = pass_fuse(c, g);
+  Schedule *s = pass_fuse(c, g, NULL);
   LowerOpts o = {.gemm = 1, .epilogue = 1};
   pass_lower(s, &o);
   pass_epilogue(s);

@@ -1095,6 +1095,108 @@ static void test_npy(void) {
     check(rmdir(tmpdir) == 0, "npy: scratch directory left clean");
 }
 
+//
+// Implicit im2col (rt_gemm_*_win): against the same product of the materialized
+// window matrix (built here, independently of gemm_win.c), bit for bit, on every
+// GEMM path, orientation and thread count, with odd windows and image strides.
+//
+
+typedef struct { int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, cols, xsw; } WinCase;
+
+static int *win_visits;
+static void win_count(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols) {
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) win_visits[off + r * rs + q]++;
+}
+
+static int win_case(KRt *rt, int f64, const WinCase *t, int taps_rows, int epi) {
+    int64_t oh = (t->h + t->pt + t->pb - t->dh * (t->kh - 1) - 1) / t->sh + 1;
+    int64_t ow = (t->w + t->pl + t->pr - t->dw * (t->kw - 1) - 1) / t->sw + 1;
+    int64_t sw = t->xsw, sh = t->w * sw + 3, sc = t->h * sh + 1, sn = t->c * sc + 2;   // gaps between rows etc.
+    int64_t pixels = t->n * oh * ow, taps = t->c * t->kh * t->kw, nx = t->n * sn;
+    int64_t m = taps_rows ? taps : pixels, k = taps_rows ? pixels : taps, n = t->cols;
+    int64_t geom[RT_WIN_NGEOM] = {t->n, t->c, t->h, t->w, sn, sc, sh, sw, t->kh, t->kw, t->sh, t->sw, t->pt, t->pl,
+                                  t->dh, t->dw, oh, ow};
+    size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *x = calloc(nx, es), *cols = calloc(pixels * taps, es), *b = calloc(k * n, es);
+    char *c0 = calloc(m * n, es), *c1 = calloc(m * n, es);
+    uint64_t seed = 7;
+    for (int64_t i = 0; i < nx; i++)
+        if (f64) ((double *)x)[i] = gemm_rand(&seed);
+        else ((float *)x)[i] = (float)gemm_rand(&seed);
+    for (int64_t i = 0; i < k * n; i++)
+        if (f64) ((double *)b)[i] = gemm_rand(&seed);
+        else ((float *)b)[i] = (float)gemm_rand(&seed);
+    for (int64_t nn = 0; nn < t->n; nn++)
+        for (int64_t y = 0; y < oh; y++)
+            for (int64_t xo = 0; xo < ow; xo++)
+                for (int64_t ch = 0; ch < t->c; ch++)
+                    for (int64_t i = 0; i < t->kh; i++)
+                        for (int64_t j = 0; j < t->kw; j++) {
+                            int64_t r = (nn * oh + y) * ow + xo, q = (ch * t->kh + i) * t->kw + j;
+                            int64_t iy = y * t->sh - t->pt + i * t->dh, ix = xo * t->sw - t->pl + j * t->dw;
+                            int in = iy >= 0 && iy < t->h && ix >= 0 && ix < t->w;
+                            int64_t at = nn * sn + ch * sc + iy * sh + ix * sw;
+                            if (f64) ((double *)cols)[r * taps + q] = in ? ((double *)x)[at] : 0;
+                            else ((float *)cols)[r * taps + q] = in ? ((float *)x)[at] : 0;
+                        }
+    int64_t ars = taps_rows ? 1 : taps, acs = taps_rows ? taps : 1;
+    int *visits = calloc(m * n, sizeof(int));
+    win_visits = visits;
+    if (f64) {
+        rt_gemm_f64(rt, 1, m, n, k, (double *)cols, 0, ars, acs, (double *)b, 0, n, 1, (double *)c0, 0, n, 1, 0);
+        rt_gemm_f64_win(rt, m, n, k, (double *)x, geom, taps_rows, (double *)b, n, 1, (double *)c1, n, 1, 0,
+                        epi ? win_count : NULL, NULL);
+    } else {
+        rt_gemm_f32(rt, 1, m, n, k, (float *)cols, 0, ars, acs, (float *)b, 0, n, 1, (float *)c0, 0, n, 1, 0);
+        rt_gemm_f32_win(rt, m, n, k, (float *)x, geom, taps_rows, (float *)b, n, 1, (float *)c1, n, 1, 0,
+                        epi ? win_count : NULL, NULL);
+    }
+    int ok = !memcmp(c0, c1, m * n * es);
+    for (int64_t i = 0; i < m * n && epi; i++) ok &= visits[i] == 1;
+    free(x), free(cols), free(b), free(c0), free(c1), free(visits);
+    return ok;
+}
+
+static void test_gemm_windows(void) {
+    static const WinCase cases[] = {
+        {2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, 1},       // same padding, odd sizes
+        {1, 1, 5, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 33, 1},      // one channel, rows shorter than a micro-panel
+        {3, 2, 8, 8, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 17, 1},      // stride 2, padding at the start only
+        {2, 4, 10, 11, 2, 3, 1, 2, 0, 1, 1, 0, 2, 1, 9, 1},     // dilation, uneven strides and padding
+        {4, 8, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 64, 1},    // the CNN's shape, smaller batch
+        {2, 5, 6, 6, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 70, 2},      // 1x1, image columns 2 apart
+        {2, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 40, 1},   // deeper than a KC panel
+        {1, 3, 4, 4, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 3, 1},       // windows wholly in the padding
+    };
+    static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
+    const char *saved = getenv("KILN_GEMM");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
+        setenv("KILN_GEMM", kinds[q], 1);
+        if (q && q < 4 && !gemm_kern_pick(rt_gemm_kind_env())) continue;   // not on this CPU
+        for (int threads = 1; threads <= 3; threads += 2) {
+            KRt *rt = rt_new(threads);
+            int bad = 0, total = 0;
+            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+                for (int f64 = 0; f64 < 2; f64++)
+                    for (int taps_rows = 0; taps_rows < 2; taps_rows++)
+                        for (int epi = 0; epi < 2; epi++, total++)
+                            if (!win_case(rt, f64, &cases[i], taps_rows, epi)) {
+                                if (!bad++)
+                                    printf("# window case %zu %s %s%s differs\n", i, f64 ? "f64" : "f32",
+                                           taps_rows ? "taps x pixels" : "pixels x taps", epi ? " with epilogue" : "");
+                            }
+            check(!bad, "gemm of windows = gemm of the materialized windows, bit for bit: KILN_GEMM=%s, %d thread%s, %d cases",
+                  kinds[q], threads, threads > 1 ? "s" : "", total);
+            rt_free_ctx(rt);
+        }
+    }
+    if (keep) setenv("KILN_GEMM", keep, 1), free(keep);
+    else unsetenv("KILN_GEMM");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_mem();
@@ -1108,6 +1210,7 @@ int main(int argc, char **argv) {
     test_pool_overhead();
     test_gemm();
     test_gemm_kernels();
+    test_gemm_windows();
     test_philox();
     test_uniform();
     test_normal();

@@ -469,6 +469,47 @@ def t_epilogue_fusion():
               got[0][1] + got[1][1] + err[-2000:])
 
 
+# Implicit im2col (runtime/gemm_win.c): the convolutions' products pack their
+# windows from the image instead of reading a materialized window matrix, and
+# the packed panels hold the same values, so training must give the same
+# weights bit for bit as with KILN_IMPLICIT_IM2COL=0, with 1 and 3 threads;
+# layers with padding, a stride, no padding, and the kernel lowering (whose
+# gradient reads dy's windows) included.
+WIN_MODEL = """import "nn"
+data d = idx("idx", normalize=true)
+input x : f32[B, 1, 8, 8]
+input y : i32[B]
+h = relu(conv(x, 6, 3))
+h = relu(conv(h, 5, 3, stride=2, pad=1))
+h = relu(conv(h, 4, 2, pad="valid", lowering="kernel"))
+logits = dense(flatten(h), 4)
+loss = mean(softmax_cross_entropy(logits, y))
+train loss on d.train with adam(lr=0.01), batch=32, epochs=2, seed=3
+evaluate accuracy(logits, y) on d.test
+save "win.safetensors"
+"""
+
+
+def t_implicit_im2col():
+    rc, out, err = kiln_ir(WIN_MODEL, "--after=lower")
+    n = out.count("(implicit im2col)")
+    check("kiln ir --after=lower shows products reading their windows from the image", rc == 0 and n >= 4, out + err)
+    rc, out, err = kiln_ir(WIN_MODEL, "--after=lower", env={"KILN_IMPLICIT_IM2COL": "0"})
+    check("KILN_IMPLICIT_IM2COL=0 materializes the windows", rc == 0 and "(implicit im2col)" not in out and " im2col f32" in out,
+          out + err)
+    for threads in ("1", "3"):
+        got = []
+        for on in ("1", "0"):
+            rc, out, err = kiln(WIN_MODEL, "--threads", threads, env={"KILN_IMPLICIT_IM2COL": on})
+            path = os.path.join(TMP, "win-%s.safetensors" % on)
+            if rc == 0:
+                shutil.move(os.path.join(TMP, "win.safetensors"), path)
+            got.append((rc, out, path))
+        ok = all(r == 0 for r, _, _ in got) and same_weights(got[0][2], got[1][2]) and got[0][1] == got[1][1]
+        check("implicit im2col gives the same weights and output bit for bit (%s threads)" % threads, ok,
+              got[0][1] + got[1][1] + err[-2000:])
+
+
 def t_profile():
     """--profile times each kernel of the training step: a table whose shares
     add up to 100%, GEMMs named with their epilogues; the weights are the same."""
@@ -544,7 +585,7 @@ def main():
     make_data()
     t0 = time.time()
     tests = [t_optimizers, t_formats, t_checkpoints, t_batchnorm_step, t_dropout_masks, t_interrupt, t_cli_and_output, t_errors,
-             t_conv_lowering, t_epilogue_fusion, t_profile]
+             t_conv_lowering, t_epilogue_fusion, t_implicit_im2col, t_profile]
     for t in tests:
         if ONLY and ONLY not in t.__name__:
             continue

@@ -1,0 +1,243 @@
+// gemm_win.c: a convolution's window matrix as a GEMM operand, packed from the
+// image instead of materialized (implicit im2col; rt.h's rt_gemm_*_win).
+//
+// The im2col lowering multiplies the matrix of windows, [N*OH*OW, C*KH*KW], by
+// the weights (forward) and its transpose by the output's gradient (the
+// weights' gradient). Materialized, that matrix is KH*KW times the image: the
+// CNN's second layer writes and reads 80 MB of it per product, where its image
+// is 3.2 MB. Packing reads the image directly: a micro-panel of A holds, for
+// each column of the product's depth, mr consecutive rows of the window
+// matrix, which are mr neighbouring output pixels of one tap (forward: runs
+// of one image row, contiguous in x when the stride is 1) or mr taps of one
+// pixel (the weights' gradient: read along the pixels, a row of x at a time).
+// The packed panels hold exactly what packing the materialized matrix would,
+// so the products are the same bit for bit.
+#include "private.h"
+#include "rt.h"
+
+#include <string.h>
+
+static void win_read(Win *w, const int64_t *geom) {
+    w->n = geom[RT_WIN_N], w->c = geom[RT_WIN_C], w->h = geom[RT_WIN_H], w->w = geom[RT_WIN_W];
+    w->sn = geom[RT_WIN_SN], w->sc = geom[RT_WIN_SC], w->sh = geom[RT_WIN_SH], w->sw = geom[RT_WIN_SW];
+    w->kh = geom[RT_WIN_KH], w->kw = geom[RT_WIN_KW], w->strh = geom[RT_WIN_STRIDE_H], w->strw = geom[RT_WIN_STRIDE_W];
+    w->pt = geom[RT_WIN_PAD_T], w->pl = geom[RT_WIN_PAD_L], w->dh = geom[RT_WIN_DIL_H], w->dw = geom[RT_WIN_DIL_W];
+    w->oh = geom[RT_WIN_OH], w->ow = geom[RT_WIN_OW];
+    w->pixels = w->n * w->oh * w->ow, w->taps = w->c * w->kh * w->kw;
+}
+
+void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
+    win_read(w, geom);
+    w->x = x;
+    w->taps_rows = taps_rows;
+    // Rows and columns the windows reach past the image's end.
+    w->pb = (w->oh - 1) * w->strh + (w->kh - 1) * w->dh + 1 - w->pt - w->h;
+    w->pr = (w->ow - 1) * w->strw + (w->kw - 1) * w->dw + 1 - w->pl - w->w;
+    if (w->pb < 0) w->pb = 0;
+    if (w->pr < 0) w->pr = 0;
+    w->inside = !w->pt && !w->pl && !w->pb && !w->pr;
+}
+
+// With padding, the packers would test every run against the image's edges:
+// a zero-padded copy (the CNN's 3.2 MB image: 5.3 MB, about a millisecond to
+// write) makes each run a plain copy. NULL if there is no padding or no memory
+// (then the runs are tested).
+float *win_padded_f32(Win *w) {
+    if (w->inside) return NULL;
+    int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr;
+    float *p = rt_alloc(sizeof(float) * (size_t)(w->n * w->c * hp * wp));
+    if (!p) return NULL;
+    const float *x = w->x;
+    for (int64_t i = 0; i < w->n * w->c; i++) {
+        float *d = p + i * hp * wp;
+        const float *s = x + i / w->c * w->sn + i % w->c * w->sc;
+        memset(d, 0, sizeof(float) * w->pt * wp);
+        for (int64_t y = 0; y < w->h; y++) {
+            float *r = d + (w->pt + y) * wp;
+            for (int64_t q = 0; q < w->pl; q++) r[q] = 0;
+            for (int64_t q = 0; q < w->w; q++) r[w->pl + q] = s[y * w->sh + q * w->sw];
+            for (int64_t q = w->pl + w->w; q < wp; q++) r[q] = 0;
+        }
+        memset(d + (w->pt + w->h) * wp, 0, sizeof(float) * w->pb * wp);
+    }
+    w->x = p;
+    w->h = hp, w->w = wp, w->pt = w->pl = w->pb = w->pr = 0;
+    w->sw = 1, w->sh = wp, w->sc = hp * wp, w->sn = w->c * hp * wp;
+    w->inside = 1;
+    return p;
+}
+
+// A tap (c, i, j): its channel's offset into an image, its row and column
+// shifts. Taps are visited in order, so the next one is an increment, not
+// three divisions (which cost more than copying the tap's mr values).
+typedef struct { int64_t coff, dy, dx, i, j; } Tap;
+
+static Tap tap_of(const Win *w, int64_t q) {
+    int64_t j = q % w->kw, i = q / w->kw % w->kh, c = q / (w->kw * w->kh);
+    return (Tap){c * w->sc, i * w->dh, j * w->dw, i, j};
+}
+
+static void tap_next(const Win *w, Tap *t) {
+    t->dx += w->dw;
+    if (++t->j < w->kw) return;
+    t->j = 0, t->dx = 0, t->dy += w->dh;
+    if (++t->i < w->kh) return;
+    t->i = 0, t->dy = 0, t->coff += w->sc;
+}
+
+// Pixel r of the product as (n, oh, ow0): a run starts there.
+typedef struct { int64_t n, oh, ow0; } Pixel;
+
+static Pixel pixel_of(const Win *w, int64_t r) {
+    return (Pixel){r / (w->oh * w->ow), r / w->ow % w->oh, r % w->ow};
+}
+
+// n contiguous floats: four at a time through a fixed-size memcpy (one
+// 16-byte move), since the baseline -O2 build copies a variable-length loop
+// one float at a time and a call to memcpy costs more than a run's 14 floats.
+static inline void copy_floats(float *d, const float *s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) memcpy(d + i, s + i, 4 * sizeof(float));
+    for (; i < n; i++) d[i] = s[i];
+}
+
+// Tap t at the len pixels (n, oh, ow0 ... ow0+len-1) of one output row into
+// d[0], d[ds], ...: image row y, columns x0 + i*stride, zero outside the image.
+static inline void tap_run(const Win *w, Tap t, Pixel px, int64_t len, float *d, int64_t ds) {
+    int64_t y = px.oh * w->strh - w->pt + t.dy, x0 = px.ow0 * w->strw - w->pl + t.dx;
+    if (w->inside) {   // no window reaches outside the image (padded_image)
+        const float *s = (const float *)w->x + px.n * w->sn + t.coff + y * w->sh + x0 * w->sw;
+        int64_t step = w->strw * w->sw;
+        if (step == 1 && ds == 1)
+            copy_floats(d, s, len);
+        else
+            for (int64_t i = 0; i < len; i++) d[i * ds] = s[i * step];
+        return;
+    }
+    int64_t lo = 0, hi = 0;   // the pixels whose column is inside: [lo, hi)
+    if (y >= 0 && y < w->h) {
+        if (w->strw == 1) {
+            lo = x0 >= 0 ? 0 : -x0;
+            hi = w->w - x0;
+        } else {
+            lo = x0 >= 0 ? 0 : (-x0 + w->strw - 1) / w->strw;
+            hi = x0 >= w->w ? 0 : (w->w - 1 - x0) / w->strw + 1;
+        }
+        if (hi > len) hi = len;
+        if (hi < 0) hi = 0;
+        if (lo > hi) lo = hi;
+    }
+    for (int64_t i = 0; i < lo; i++) d[i * ds] = 0;
+    if (lo < hi) {
+        const float *s = (const float *)w->x + px.n * w->sn + t.coff + y * w->sh + (x0 + lo * w->strw) * w->sw;
+        int64_t step = w->strw * w->sw, n = hi - lo;
+        float *o = d + lo * ds;
+        if (step == 1 && ds == 1)
+            copy_floats(o, s, n);
+        else
+            for (int64_t i = 0; i < n; i++) o[i * ds] = s[i * step];
+    }
+    for (int64_t i = hi; i < len; i++) d[i * ds] = 0;
+}
+
+void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst) {
+    // The panel's rows as runs of one output row each (at most mr + 1 of them).
+    int64_t at[MAX_WIN_MR + 1], len[MAX_WIN_MR + 1];
+    Pixel px[MAX_WIN_MR + 1];
+    int nrun = 0;
+    for (int64_t i = 0; i < rows; nrun++) {
+        px[nrun] = pixel_of(w, r0 + i);
+        at[nrun] = i;
+        len[nrun] = w->ow - px[nrun].ow0 < rows - i ? w->ow - px[nrun].ow0 : rows - i;
+        i += len[nrun];
+    }
+    Tap t = tap_of(w, q0);
+    for (int64_t p = 0; p < kb; p++, tap_next(w, &t)) {
+        float *d = dst + p * mr;
+        for (int r = 0; r < nrun; r++) tap_run(w, t, px[r], len[r], d + at[r], 1);
+        for (int64_t i = rows; i < mr; i++) d[i] = 0;
+    }
+}
+
+// Pixels are cut into runs once per chunk of this many, not once per tap.
+#define RUN_CHUNK 512
+
+// win_pack_taps inside the image (padded or not needing it): a panel's mr
+// taps, for one pixel, are a few runs contiguous in the image (a window row's
+// KW taps), so each pixel's row of the panel is a few short copies from the
+// image, written in order. (Tap by tap along the pixels instead, a
+// transposing copy with stride-mr stores, measured 1.2x slower than packing
+// the materialized matrix.)
+static void pack_taps_inside(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
+    const float *x = w->x;
+    Tap t = tap_of(w, q0);
+    for (int64_t ir = 0; ir < mb; ir += mr) {
+        int64_t rows = mb - ir < mr ? mb - ir : mr, off[MAX_WIN_MR], at[MAX_WIN_MR], len[MAX_WIN_MR];
+        int nseg = 0;
+        for (int64_t i = 0; i < rows; i++, tap_next(w, &t)) {
+            int64_t o = t.coff + t.dy * w->sh + t.dx * w->sw;
+            if (nseg && w->sw == 1 && o == off[nseg - 1] + len[nseg - 1]) len[nseg - 1]++;
+            else off[nseg] = o, at[nseg] = i, len[nseg] = 1, nseg++;
+        }
+        float *d = dst + ir * kb;
+        Pixel px = pixel_of(w, p0);
+        int64_t base = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw * w->sw, ow = px.ow0;
+        for (int64_t p = 0; p < kb; p++, d += mr) {
+            for (int g = 0; g < nseg; g++) copy_floats(d + at[g], x + base + off[g], len[g]);
+            for (int64_t i = rows; i < mr; i++) d[i] = 0;
+            base += w->strw * w->sw;
+            if (++ow == w->ow) {
+                px = pixel_of(w, p0 + p + 1);
+                base = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;
+            }
+        }
+    }
+}
+
+void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
+    if (w->inside) {
+        pack_taps_inside(w, mr, q0, mb, p0, kb, dst);
+        return;
+    }
+    int64_t panels = (mb + mr - 1) / mr;
+    for (int64_t c0 = 0; c0 < kb; c0 += RUN_CHUNK) {
+        int64_t cn = kb - c0 < RUN_CHUNK ? kb - c0 : RUN_CHUNK, at[RUN_CHUNK], len[RUN_CHUNK];
+        Pixel px[RUN_CHUNK];
+        int nrun = 0;
+        for (int64_t p = 0; p < cn; nrun++) {
+            px[nrun] = pixel_of(w, p0 + c0 + p);
+            at[nrun] = c0 + p;
+            len[nrun] = w->ow - px[nrun].ow0 < cn - p ? w->ow - px[nrun].ow0 : cn - p;
+            p += len[nrun];
+        }
+        Tap t = tap_of(w, q0);
+        for (int64_t q = 0; q < panels * mr; q++, tap_next(w, &t)) {
+            float *d = dst + q / mr * mr * kb + q % mr;
+            if (q >= mb)
+                for (int64_t p = c0; p < c0 + cn; p++) d[p * mr] = 0;
+            else
+                for (int r = 0; r < nrun; r++) tap_run(w, t, px[r], len[r], d + at[r] * mr, mr);
+        }
+    }
+}
+
+// The whole window matrix, [pixels, taps] row-major, for the paths that take
+// strided operands (f64, BLIS, the loops). T: float or double.
+#define DEFINE_MATERIALIZE(NAME, T)                                                             \
+    void NAME(const Win *w, T *dst) {                                                           \
+        const T *x = w->x;                                                                      \
+        for (int64_t r = 0; r < w->pixels; r++) {                                               \
+            Pixel px = pixel_of(w, r);                                                          \
+            for (int64_t q = 0; q < w->taps; q++) {                                             \
+                Tap t = tap_of(w, q);                                                           \
+                int64_t y = px.oh * w->strh - w->pt + t.dy, xx = px.ow0 * w->strw - w->pl + t.dx; \
+                T v = 0;                                                                        \
+                if (y >= 0 && y < w->h && xx >= 0 && xx < w->w)                                 \
+                    v = x[px.n * w->sn + t.coff + y * w->sh + xx * w->sw];                      \
+                dst[r * w->taps + q] = v;                                                       \
+            }                                                                                   \
+        }                                                                                       \
+    }
+DEFINE_MATERIALIZE(win_materialize_f32, float)
+DEFINE_MATERIALIZE(win_materialize_f64, double)
+#undef DEFINE_MATERIALIZE
