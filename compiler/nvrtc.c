@@ -124,7 +124,8 @@ int nvrtc_compile(RtCuda *cu, const char *src, int sm, const char *cache_dir, Nv
   // (-ffp-contract=off), and as the Philox normals' arithmetic requires (rt.h).
   char archopt[48];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s_%d", out->cubin ? "sm" : "compute", out->arch);
-  const char *opts[] = {archopt, "--fmad=false", "--std=c++17"};
+  // -w: warnings about generated code (unused temporaries) would bury the errors.
+  const char *opts[] = {archopt, "--fmad=false", "--std=c++17", "-w"};
   int nopts = sizeof opts / sizeof *opts;
   CacheHash h;
   cache_hash_init(&h);

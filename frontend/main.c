@@ -248,16 +248,12 @@ int main(int argc, char **argv) {
   }
   if (parse_opts(argc, argv, &o)) return 2;
   if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed);
+  // `kiln FILE.kiln` runs the file.
+  if (strstr(o.cmd, ".kiln") && !o.file) { o.file = o.cmd; o.cmd = "run"; }
   if (o.device && device_check(&o)) return 1;
   if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c") || !strcmp(o.cmd, "emit-cuda"))
     return run_program(&o);
   if (!strcmp(o.cmd, "ast")) return show_ast(&o);
-  // `kiln FILE.kiln` runs the file.
-  if (strstr(o.cmd, ".kiln") && !o.file) {
-    o.file = o.cmd;
-    o.cmd = "run";
-    return o.device && device_check(&o) ? 1 : run_program(&o);
-  }
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", o.cmd, usage);
   return 2;
 }
