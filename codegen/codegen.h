@@ -24,7 +24,7 @@ void cg_source_free(CSource *cs);
 
 // The CUDA emitter (cuda.c): the same kernels as `extern "C" __global__` functions
 // for NVRTC, and the plan the host runs them in. A kernel's parameters are the
-// dimensions by value (KDims), then its output buffer, then the buffers it reads,
+// dimensions by value (<prefix>_dims), then its output buffer, then the buffers it reads,
 // in Kernel.reads order. GEMMs are steps for the host (cuBLAS, to come), described
 // in a comment; there is no host code in the source yet.
 typedef enum { CU_KERNEL, CU_GEMM } CudaStepKind;
@@ -40,7 +40,7 @@ typedef struct {
 typedef struct {
   char *src;           // CUDA C for NVRTC (malloc'd)
   CudaStep *steps; int nsteps;
-  int ndims;           // KDims holds D[0..ndims)
+  int ndims;           // <prefix>_dims holds D[0..ndims)
 } CudaSource;
 
 int cg_emit_cuda(const Schedule *s, CudaSource *out, char *err, size_t errlen);
