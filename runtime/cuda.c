@@ -57,8 +57,8 @@ void rt_cuda_strerror(const RtCuda *cu, CUresult r, char *buf, size_t len) {
   else snprintf(buf, len, "CUDA error %d", r);
 }
 
+// After a failed start (cuInit may have started threads: the library stays loaded).
 static void unload_driver(RtCuda *cu) {
-  if (cu->lib) dlclose(cu->lib);
   cu->lib = NULL;
 #define RT_CUDA_CLEAR(ret, name, sym, params) cu->name = NULL;
   RT_CUDA_DRIVER(RT_CUDA_CLEAR)
@@ -190,11 +190,11 @@ int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen) {
   return 0;
 }
 
+// The libraries stay loaded: the driver's threads and the libraries' exit
+// handlers outlive a dlclose, and NVRTC keeps its compiler's tables for the
+// process (LeakSanitizer can only name, and so suppress, a library still loaded).
+// A later rt_cuda_open finds them already there.
 void rt_cuda_close(RtCuda *cu) {
-  unload_driver(cu);
-  if (cu->nvrtc_lib) dlclose(cu->nvrtc_lib);
-  if (cu->cublaslt_lib) dlclose(cu->cublaslt_lib);
-  if (cu->cublas_lib) dlclose(cu->cublas_lib);
   memset(cu, 0, sizeof *cu);
 }
 

@@ -134,7 +134,7 @@ int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen);
 int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen);
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a driver result, via the driver.
 void rt_cuda_strerror(const RtCuda *cu, CUresult r, char *buf, size_t len);
-// Unloads everything cu loaded; cu is then zeroed.
+// Forgets what cu loaded (cu is zeroed); the libraries stay in the process (cuda.c says why).
 void rt_cuda_close(RtCuda *cu);
 // Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
 int rt_cuda_parse_device(const char *s);
