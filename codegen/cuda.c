@@ -144,20 +144,73 @@ static CudaStep *add_step(CudaSource *cs, CudaStepKind kind, int k) {
   return st;
 }
 
-// Elementwise (and data movement, and COL2IM over a window matrix: the fused
-// gather): a grid-stride loop over the output's elements; per-axis indices are
-// unraveled from the linear one where the expression needs them.
-static void ew_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
+// One element of an elementwise kernel at linear index "i" (already declared).
+static void ew_element(Gen *g, const Kernel *K) {
   Node *n = K->node;
-  begin(g, K, k, K->copy ? " (copy)" : "");
-  cg_prod(st->work, sizeof st->work, n->shape, 0, n->ndim);
-  cg_line(g, "for (int64_t i = KILN_THREAD; i < %s; i += KILN_THREADS) {", st->work);
-  g->ind++;
   Index *ix = cg_index(g, n->ndim, n->shape);
   strcpy(ix->lin, "i");
   if (n->ndim == 1) { strcpy(ix->idx[0], "i"); ix->has_idx = 1; }
+  int mark = g->nmemo;
   const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
   cg_line(g, "b%d[i] = %s;", K->out, v);
+  g->nmemo = mark;
+}
+
+// 16 bytes over the widest element among a flat kernel's buffers: the elements a
+// thread takes per step so that each buffer is read and written 16 bytes at a
+// time. 1 where that is not 2 or more (f64 reads 2, f32 4, bool 16 if alone).
+static int vector_lanes(const Schedule *s, const Kernel *K) {
+  if (!K->copy && !cg_flat_kernel(s, K)) return 1;
+  size_t w = ir_dtype_size(s->bufs[K->out].node->dtype);
+  for (int r = 0; r < K->nreads; r++) {
+    size_t e = ir_dtype_size(s->bufs[K->reads[r]].node->dtype);
+    if (e > w) w = e;
+  }
+  return w <= 8 ? (int)(16 / w) : 1;
+}
+
+// Elementwise (and data movement, and COL2IM over a window matrix: the fused
+// gather): a grid-stride loop over the output's elements; per-axis indices are
+// unraveled from the linear one where the expression needs them. A kernel that
+// reads everything at the element it writes (cgen.c's flat kernels) takes
+// `lanes` consecutive elements per step from 16-byte aligned buffers, unrolled,
+// which NVVM turns into 16-byte loads and stores; the rest of the elements after.
+// So the host must align every buffer to 16 bytes (cuMemAlloc gives 256).
+static void ew_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
+  Node *n = K->node;
+  const Schedule *s = g->s;
+  int lanes = vector_lanes(s, K);
+  int64_t m;
+  int known = ir_numel_const(n, &m);
+  if (known && m < lanes) lanes = 1;
+  begin(g, K, k, K->copy ? " (copy)" : "");
+  cg_prod(st->work, sizeof st->work, n->shape, 0, n->ndim);
+  if (lanes > 1) {
+    for (int r = -1; r < K->nreads; r++) {
+      int b = r < 0 ? K->out : K->reads[r];
+      if (r >= 0 && b == K->out) continue;
+      const char *T = cg_ctype(s->bufs[b].node->dtype);
+      cg_line(g, "b%d = (%s%s *)__builtin_assume_aligned(b%d, 16);", b, r < 0 ? "" : "const ", T, b);
+    }
+    cg_line(g, "for (int64_t q = KILN_THREAD; q < %s / %d; q += KILN_THREADS) {", st->work, lanes);
+    g->ind++;
+    cg_line(g, "#pragma unroll");
+    cg_line(g, "for (int u = 0; u < %d; u++) {", lanes);
+    g->ind++;
+    cg_line(g, "const int64_t i = q*%d + u;", lanes);
+    ew_element(g, K);
+    g->ind--;
+    cg_line(g, "}");
+    g->ind--;
+    cg_line(g, "}");
+    if (known && m % lanes == 0) { end(g); return; }
+    cg_line(g, "for (int64_t i = %s / %d * %d + KILN_THREAD; i < %s; i += KILN_THREADS) {", st->work, lanes, lanes,
+            st->work);
+  } else {
+    cg_line(g, "for (int64_t i = KILN_THREAD; i < %s; i += KILN_THREADS) {", st->work);
+  }
+  g->ind++;
+  ew_element(g, K);
   end(g);
 }
 
