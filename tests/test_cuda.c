@@ -8,6 +8,8 @@
 //   test_cuda --compile FILE ARCH...  compile FILE (CUDA C) with NVRTC for each ARCH
 //                                     (sm_80, ...) through the default disk cache;
 //                                     tests/test_cuda.py compiles generated kernels so
+//   test_cuda --compile FILE ptx      print the PTX for the newest architecture NVRTC
+//                                     knows (test_cuda.py looks for 16-byte accesses)
 #include "compiler/nvrtc.h"
 #include "check.h"
 #include <dlfcn.h>
@@ -128,13 +130,15 @@ static int compile_file(int argc, char **argv) {
   int rc = 0;
   for (int i = 3; i < argc && !rc; i++) {
     NvrtcImage im;
-    int sm = atoi(argv[i] + (strncmp(argv[i], "sm_", 3) ? 0 : 3));
+    int ptx = !strcmp(argv[i], "ptx");   // past every architecture: PTX for the newest
+    int sm = ptx ? 9999 : atoi(argv[i] + (strncmp(argv[i], "sm_", 3) ? 0 : 3));
     if (nvrtc_compile(&cu, src, sm, NULL, &im, err, sizeof err)) {
       printf("FAIL %s sm_%d: %s\n", argv[2], sm, err);
       rc = 1;
       break;
     }
-    printf("ok %s sm_%d %s %zu bytes%s\n", argv[2], sm, im.cubin ? "CUBIN" : "PTX", im.len, im.cache_hit ? " (cached)" : "");
+    if (ptx) fwrite(im.image, 1, strnlen(im.image, im.len), stdout);
+    else printf("ok %s sm_%d %s %zu bytes%s\n", argv[2], sm, im.cubin ? "CUBIN" : "PTX", im.len, im.cache_hit ? " (cached)" : "");
     nvrtc_image_free(&im);
   }
   rt_cuda_close(&cu);

@@ -191,6 +191,49 @@ def command_line(T, kiln, tmp):
             and "kiln_shfl(acc" in p.stdout, p.stderr)
 
 
+def kernel(src, k):
+    """Kernel k's text (from its `// kN:` comment to the next kernel's)."""
+    m = re.search(r"(?ms)^// k%d: .*?(?=^// k\d+: |^// Launch plan)" % k, src)
+    return m.group(0) if m else ""
+
+
+def kernel_shapes(T, kiln, tool, tmp):
+    """What the emitter makes of each kind of kernel."""
+    prog = os.path.join(tmp, "shapes.kiln")
+    with open(prog, "w") as f:
+        f.write("param W : f32[1001, 6] = glorot\n"
+                "param V : f32[6, 3] = glorot\n"
+                "print sum(softmax(tanh(W) @ V, axis=1)), argmax(W, axis=0), exp(W) * 2\n")
+    p = run([kiln, "emit-cuda", prog])
+    src = graphs_of(p.stdout)[-1] if p.returncode == 0 and graphs_of(p.stdout) else ""
+    T.check("emit-cuda of a small model", src != "", p.stderr)
+    plan = src[src.find("// Launch plan"):]
+    ks = {int(k): op for k, op in re.findall(r"(?m)^// k(\d+): (\w+)", src)}
+    by_op = {}
+    for k, op in ks.items():
+        by_op.setdefault(op, k)
+    mm = by_op.get("matmul")
+    T.check("a matmul is a GEMM step, not a kernel", mm is not None and "GEMM step" in kernel(src, mm)
+            and "__global__" not in kernel(src, mm) and ("k%d gemm" % mm) in plan, kernel(src, mm))
+    sm = kernel(src, by_op.get("softmax", -1))
+    T.check("softmax: a block per row, block max and sum", "kiln_block_max(m, sh)" in sm and
+            "kiln_block_sum(s, sh)" in sm and "row += gridDim.x" in sm, sm)
+    am = kernel(src, by_op.get("argmax", -1))
+    T.check("argmax: a block per output, position shuffled with the value",
+            "kiln_shfl(best, d)" in am and "(int64_t)best;" in am and "best = ob" in am, am)
+    tanh = kernel(src, by_op.get("tanh", -1)) + kernel(src, by_op.get("mul", -1))
+    T.check("flat f32 elementwise kernels: 4 elements a step from 16-byte aligned buffers, then the rest",
+            "__builtin_assume_aligned" in tanh and "q*4 + u" in tanh and "6006 / 4 * 4" in tanh, tanh)
+    path = os.path.join(tmp, "shapes.cu")
+    with open(path, "w") as f:
+        f.write(src)
+    p = run([tool, "--compile", path, "ptx"])
+    T.check("NVVM makes 16-byte loads and stores of them (PTX ld/st.global.v4.f32)", p.returncode == 0
+            and re.search(r"ld\.global(\.nc)?\.v4\.f32", p.stdout) and "st.global.v4.f32" in p.stdout,
+            p.stdout[-500:] + p.stderr)
+    T.check("reductions shuffle within warps (PTX shfl.sync.down)", "shfl.sync.down" in p.stdout)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.stderr.write("usage: %s PATH/TO/kiln\n" % sys.argv[0])
@@ -200,6 +243,7 @@ def main():
     T = Tally()
     with tempfile.TemporaryDirectory(prefix="kiln_cuda_") as tmp:
         command_line(T, kiln, tmp)
+        kernel_shapes(T, kiln, tool, tmp)
         examples(T, kiln)
         if len(sys.argv) < 3 or sys.argv[2] != "--quick":
             compile_bundles(T, tool, collect(T, kiln, tmp), tmp)
