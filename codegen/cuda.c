@@ -231,10 +231,15 @@ static void combine(Gen *g, Node *n, DType acc, const char *a, const char *b) {
   cg_line(g, "%s = %s;", a, expr);
 }
 
+enum { SHORT_REDUCE = 32 };   // at most this many terms: a thread per output
+
 // Reduction: a block per output (grid-stride over outputs); its threads stride over
 // the reduced elements in row-major order, each accumulating its share; then the
 // warps' lanes combine by shuffles and thread 0 combines the warps in order.
-// f32 sums and products accumulate in double, as on the CPU.
+// A short reduction of a constant SHORT_REDUCE terms or fewer (a pooling window)
+// runs a thread per output instead, adding its terms in order as the CPU does:
+// a block would leave most of its threads idle. f32 sums and products
+// accumulate in double, as on the CPU.
 static void reduce_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   Node *n = K->node, *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
@@ -251,11 +256,18 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   cg_prod(st->work, sizeof st->work, kshape, 0, nk);
   cg_prod(R, sizeof R, rshape, 0, nr);
   cg_acc_init(init, sizeof init, n, acc);
-  st->per_block = 1;
-  begin(g, K, k, "");
-  cg_line(g, "__shared__ %s sh[%d];", A, BLOCK / 32);
-  if (arg) cg_line(g, "__shared__ int64_t shp[%d];", BLOCK / 32);
-  cg_line(g, "for (int64_t o = blockIdx.x; o < %s; o += gridDim.x) {", st->work);
+  int64_t terms = 1;
+  for (int i = 0; i < nr && terms; i++) terms = rshape[i].sym ? 0 : terms * rshape[i].k;
+  int brief = terms && terms <= SHORT_REDUCE;
+  st->per_block = !brief;
+  begin(g, K, k, brief ? " (a thread per output)" : "");
+  if (!brief) {
+    cg_line(g, "__shared__ %s sh[%d];", A, BLOCK / 32);
+    if (arg) cg_line(g, "__shared__ int64_t shp[%d];", BLOCK / 32);
+    cg_line(g, "for (int64_t o = blockIdx.x; o < %s; o += gridDim.x) {", st->work);
+  } else {
+    cg_line(g, "for (int64_t o = KILN_THREAD; o < %s; o += KILN_THREADS) {", st->work);
+  }
   g->ind++;
   Index *ix = cg_index(g, s->ndim, s->shape), *out = cg_index(g, nk, kshape);
   strcpy(out->lin, "o");
@@ -263,7 +275,8 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   for (int i = 0; i < nk; i++) strcpy(ix->idx[kept[i]], out->idx[i]);
   cg_line(g, "%s acc = %s;", A, init);
   if (arg) cg_line(g, "int64_t best = 0;");
-  cg_line(g, "for (int64_t r = threadIdx.x; r < %s; r += blockDim.x) {", R);
+  if (brief) cg_line(g, "for (int64_t r = 0; r < %s; r++) {", R);
+  else cg_line(g, "for (int64_t r = threadIdx.x; r < %s; r += blockDim.x) {", R);
   g->ind++;
   int mark = g->nmemo;
   Index *ri = cg_index(g, nr, rshape);
@@ -282,6 +295,11 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   g->nmemo = mark;
   g->ind--;
   cg_line(g, "}");
+  if (brief) {
+    cg_line(g, "b%d[o] = (%s)%s;", K->out, cg_ctype(n->dtype), arg ? "best" : "acc");
+    end(g);
+    return;
+  }
   cg_line(g, "for (int d = 16; d > 0; d >>= 1) {");
   g->ind++;
   cg_line(g, "%s oa = kiln_shfl(acc, d);", A);

@@ -186,8 +186,8 @@ def command_line(T, kiln, tmp):
     p = run([kiln, "emit-c", prog, "--arch", "sm_80"])
     T.check("--arch goes with emit-cuda only", p.returncode == 1 and "--arch goes with kiln emit-cuda" in p.stderr,
             p.stderr)
-    p = run([kiln, "emit-cuda", prog])
-    T.check("emit-cuda prints a kernel per reduction", p.returncode == 0 and "__global__" in p.stdout
+    p = run([kiln, "emit-cuda", "-e", "print sum(exp(arange(100.0)))"])
+    T.check("emit-cuda -e: a block reduction's kernel", p.returncode == 0 and "__global__" in p.stdout
             and "kiln_shfl(acc" in p.stdout, p.stderr)
 
 
@@ -203,7 +203,8 @@ def kernel_shapes(T, kiln, tool, tmp):
     with open(prog, "w") as f:
         f.write("param W : f32[1001, 6] = glorot\n"
                 "param V : f32[6, 3] = glorot\n"
-                "print sum(softmax(tanh(W) @ V, axis=1)), argmax(W, axis=0), exp(W) * 2\n")
+                "param X : f32[2, 3, 8, 8] = glorot\n"
+                "print sum(softmax(tanh(W) @ V, axis=1)), argmax(W, axis=0), exp(W) * 2, maxpool2d(X, 2)\n")
     p = run([kiln, "emit-cuda", prog])
     src = graphs_of(p.stdout)[-1] if p.returncode == 0 and graphs_of(p.stdout) else ""
     T.check("emit-cuda of a small model", src != "", p.stderr)
@@ -221,6 +222,9 @@ def kernel_shapes(T, kiln, tool, tmp):
     am = kernel(src, by_op.get("argmax", -1))
     T.check("argmax: a block per output, position shuffled with the value",
             "kiln_shfl(best, d)" in am and "(int64_t)best;" in am and "best = ob" in am, am)
+    mx = kernel(src, by_op.get("max", -1))
+    T.check("a pooling window's max: a thread per output, its terms in order",
+            "(a thread per output)" in mx and "for (int64_t r = 0; r < 4; r++)" in mx and "kiln_shfl" not in mx, mx)
     tanh = kernel(src, by_op.get("tanh", -1)) + kernel(src, by_op.get("mul", -1))
     T.check("flat f32 elementwise kernels: 4 elements a step from 16-byte aligned buffers, then the rest",
             "__builtin_assume_aligned" in tanh and "q*4 + u" in tanh and "6006 / 4 * 4" in tanh, tanh)
