@@ -2,7 +2,8 @@
 # The test suite: unit tests, language and error-message tests, REPL tests,
 # forward values against NumPy, gradient checks against finite differences,
 # standalone binaries and libraries from kiln build;
-# in the optimized build, in the fallback build without LLVM (-Djit=cc;
+# CUDA kernels through NVRTC (no GPU needed);
+# in the optimized build, in the fallback build without LLVM and BLIS (-Djit=cc -Dblis=disabled;
 # KILN_TEST_FALLBACK=0 skips it) and under AddressSanitizer + UBSan
 # (KILN_TEST_ASAN=0 skips it). Ends with "N passed, N failed".
 set -uo pipefail
@@ -27,7 +28,7 @@ suite() {
 }
 run_suites() {  # build dir, label
   local b=$1 l=$2
-  for t in jit runtime data ckpt parser autodiff passes api; do
+  for t in jit runtime data ckpt parser autodiff passes api cuda; do
     [ -x "$b/tests/test_$t" ] && suite "$l $t" "$b/tests/test_$t" "$PWD/tests/golden"
   done
   suite "$l safetensors" .venv/bin/python tests/test_safetensors.py "$b"
@@ -41,15 +42,19 @@ run_suites() {  # build dir, label
   suite "$l build" .venv/bin/python tests/test_build.py "$b/kiln"
   suite "$l docs" .venv/bin/python tests/test_docs.py "$b/kiln"
   suite "$l vectorize" .venv/bin/python tests/test_vectorize.py "$b/kiln"
+  suite "$l cuda (nvrtc)" .venv/bin/python tests/test_cuda.py "$b/kiln"
 }
 # A private compile cache, so tests see the compiler run and nothing stale.
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
+# test_cuda.py's NVRTC images of the op suites' kernels, shared by the builds:
+# they depend on the source, options and NVRTC only.
+export KILN_NVRTC_TEST_CACHE=${KILN_NVRTC_TEST_CACHE:-$PWD/build/nvrtc-test-cache}
 scripts/build.sh build || { echo "0 passed, 1 failed"; exit 1; }
 run_suites build optimized
-# The fallback JIT (system cc + dlopen, no LLVM/Clang libraries), as a
+# The fallback build (system cc + dlopen, no LLVM/Clang libraries, no BLIS), as a
 # machine without them builds it: the same emitted C must give the same values.
 if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
-  if scripts/build.sh build-cc -Djit=cc; then
+  if scripts/build.sh build-cc -Djit=cc -Dblis=disabled; then
     export KILN_CACHE_DIR=$PWD/build-cc/test-cache
     suite "cc-fallback api" build-cc/tests/test_api
     suite "cc-fallback language" tests/run_lang.sh build-cc/kiln

@@ -160,20 +160,31 @@ const char *cg_value(Gen *g, Node *n, Index *ix) {
   return cg_compute(g, n, ix);
 }
 
-static void emit_template(Gen *g, Node *n, const char **args, char *t) {
-  DType sel = n->nsrc ? n->src[n->nsrc - 1]->dtype : n->dtype;   // operands' dtype picks the text
-  const char *tpl = sel == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
-  char expr[1024];
+// An op's C template with $0 $1 $2 replaced by args: the one text both emitters
+// print (CUDA C takes the same expressions: its prelude supplies what <math.h>
+// and <stdint.h> would, and the rt_rand_* functions as device code).
+void cg_template(char *expr, size_t len, const char *tpl, const char *const *args) {
   size_t k = 0;
-  for (const char *p = tpl; *p && k < sizeof expr - 32; p++) {
+  for (const char *p = tpl; *p && k < len - 32; p++) {
     if (*p == '$' && p[1] >= '0' && p[1] <= '2') {
-      k += snprintf(expr + k, sizeof expr - k, "%s", args[p[1] - '0']);
+      k += snprintf(expr + k, len - k, "%s", args[p[1] - '0']);
       p++;
     } else {
       expr[k++] = *p;
     }
   }
   expr[k] = 0;
+}
+
+// The text for n's operands: c_f32 for f32 operands, else c_f64.
+const char *cg_op_text(Op op, DType operands) {
+  return operands == DT_F32 ? ir_ops[op].c_f32 : ir_ops[op].c_f64;
+}
+
+static void emit_template(Gen *g, Node *n, const char **args, char *t) {
+  DType sel = n->nsrc ? n->src[n->nsrc - 1]->dtype : n->dtype;   // operands' dtype picks the text
+  char expr[1024];
+  cg_template(expr, sizeof expr, cg_op_text(n->op, sel), args);
   cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), expr);
 }
 

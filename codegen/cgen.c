@@ -882,3 +882,9 @@ void cg_source_free(CSource *cs) {
   free(cs->src);
   cs->src = NULL;
 }
+
+// ---- shared with the CUDA emitter (cuda.c) -----------------------------------------
+int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]) { return view_of(s, n, off, st); }
+int cg_declare_view(Gen *g, Node *n, const char *p) { return declare_view(g, n, p); }
+int cg_flat_kernel(const Schedule *s, const Kernel *K) { return flat_kernel(s, K); }
+void cg_acc_init(char *buf, size_t len, Node *n, DType acc) { acc_init(buf, len, n, acc); }

@@ -41,5 +41,14 @@ void cg_need_idx(Gen *g, Index *ix);
 const char *cg_value(Gen *g, Node *n, Index *ix);    // the value of n at ix (loads buffers)
 const char *cg_compute(Gen *g, Node *n, Index *ix);  // n's own op at ix, even if n has a buffer
 void cg_literal(char *buf, size_t len, DType t, double v);
+void cg_template(char *buf, size_t len, const char *tpl, const char *const *args);  // $0 $1 $2 -> args
+const char *cg_op_text(Op op, DType operands);      // the op's c_f32 or c_f64 text
+
+// From cgen.c, for the CUDA emitter (cuda.c): a kernel's views, its shape of loop,
+// a reduction's starting value.
+int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]);   // offset and strides over a buffer
+int cg_declare_view(Gen *g, Node *n, const char *p);                     // `P off`, `P s0`..; the buffer
+int cg_flat_kernel(const Schedule *s, const Kernel *K);                  // reads all at the element it writes
+void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
 
 #endif

@@ -1,5 +1,5 @@
 // Emitters: a Schedule in, source text out. One expression printer (the op
-// table's C templates) serves the C emitter now and the CUDA emitter later.
+// table's C templates) serves the C emitter and the CUDA emitter.
 #ifndef KILN_CODEGEN_H
 #define KILN_CODEGEN_H
 #include "ir/sched.h"
@@ -21,5 +21,29 @@ typedef struct {
 int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *out, char *err, size_t errlen);
 int cg_emit_c(const Schedule *s, CSource *out, char *err, size_t errlen);
 void cg_source_free(CSource *cs);
+
+// The CUDA emitter (cuda.c): the same kernels as `extern "C" __global__` functions
+// for NVRTC, and the plan the host runs them in. A kernel's parameters are the
+// dimensions by value (<prefix>_dims), then its output buffer, then the buffers it reads,
+// in Kernel.reads order. GEMMs are steps for the host (cuBLAS, to come), described
+// in a comment; there is no host code in the source yet.
+typedef enum { CU_KERNEL, CU_GEMM } CudaStepKind;
+typedef struct {
+  CudaStepKind kind;
+  int k;               // the schedule's kernel
+  char name[48];       // CU_KERNEL: the __global__ function
+  char work[128];      // CU_KERNEL: C expression over D[] of its work items
+  int per_block;       // 1: a work item is a block (a reduction's output, a row); 0: a thread
+  int block;           // threads per block
+} CudaStep;
+
+typedef struct {
+  char *src;           // CUDA C for NVRTC (malloc'd)
+  CudaStep *steps; int nsteps;
+  int ndims;           // <prefix>_dims holds D[0..ndims)
+} CudaSource;
+
+int cg_emit_cuda(const Schedule *s, CudaSource *out, char *err, size_t errlen);
+void cg_cuda_free(CudaSource *cs);
 
 #endif

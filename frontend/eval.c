@@ -959,6 +959,7 @@ void ev_free(Ev *ev) {
   free(ev->updates);
   free(ev->conv_notes);
   if (ev->pipe.jit) jit_free(ev->pipe.jit);
+  pipe_cuda_free(&ev->pipe);
   if (ev->pipe.rt) rt_free_ctx(ev->pipe.rt);
   ir_ctx_free(ev->c);
   arena_free(ev->arena);

@@ -1,4 +1,4 @@
-// The kiln command: run, ir, emit-c, ast, repl.
+// The kiln command: run, ir, emit-c, emit-cuda, ast, repl.
 #include "build.h"
 #include "eval.h"
 #include "repl.h"
@@ -21,6 +21,9 @@ static const char usage[] =
   "  kiln emit-c FILE          show the C generated for each graph\n"
   "  kiln emit-c FILE --vectorize\n"
   "                            ... and, per kernel, which loops the compiler vectorized\n"
+  "  kiln emit-cuda FILE [--arch sm_80,sm_90]\n"
+  "                            show the CUDA C generated for each graph; with --arch,\n"
+  "                            compile it with NVRTC for those GPUs (no GPU needed)\n"
   "  kiln ast FILE             show the syntax tree\n"
   "  kiln build FILE -o OUT    compile ahead of time into a standalone executable\n"
   "                            (--lib: a library with a C API; kiln build --help)\n"
@@ -32,6 +35,7 @@ static const char usage[] =
   "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
   "  --tune                    time each conv2d layer's lowerings once and cache the fastest\n"
   "  --profile                 kiln run: time every kernel; print each graph's kernels by time\n"
+  "  --device cpu|cuda|cuda:N  kiln run: where graphs run (default cpu; cuda is not yet runnable)\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
   "training (override the train statement's settings):\n"
@@ -47,10 +51,11 @@ static const char usage[] =
   "\n"
   "environment: KILN_CACHE_DIR (compile cache; empty disables), KILN_JIT=llvm|cc,\n"
   "KILN_THREADS, KILN_LIB_DIR (where import finds libraries), KILN_GEMM=kiln|blis|loops,\n"
-  "KILN_DENORMALS=keep (IEEE subnormals instead of flushing them to zero)\n";
+  "KILN_DENORMALS=keep (IEEE subnormals instead of flushing them to zero),\n"
+  "KILN_LIBCUDA, KILN_NVRTC (the CUDA driver or NVRTC library to load instead of the default)\n";
 
 typedef struct {
-  const char *cmd, *file, *code, *after;
+  const char *cmd, *file, *code, *after, *device, *arch;
   int threads, ffi, seed_set, stats, tune, vectorize, profile;
   long long seed;
   TrainOpts train;
@@ -100,7 +105,7 @@ static int train_opt(int argc, char **argv, int *i, TrainOpts *t) {
 static int parse_opts(int argc, char **argv, Opts *o) {
   o->train.progress = -1;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
     int t = train_opt(argc, argv, &i, &o->train);
     if (t < 0) return -1;
     if (t) continue;
@@ -110,6 +115,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     else if (!strcmp(a, "--threads") && i + 1 < argc) o->threads = atoi(argv[++i]);
     else if (!strncmp(a, "--threads=", 10)) o->threads = atoi(a + 10);
     else if (!strcmp(a, "--seed") && i + 1 < argc) { o->seed = atoll(argv[++i]); o->seed_set = 1; }
+    else if ((v = value_of(argc, argv, &i, "--device"))) o->device = v;
+    else if ((v = value_of(argc, argv, &i, "--arch"))) o->arch = v;
     else if (!strcmp(a, "--ffi")) o->ffi = 1;
     else if (!strcmp(a, "--stats")) o->stats = 1;
     else if (!strcmp(a, "--vectorize")) o->vectorize = 1;
@@ -152,13 +159,22 @@ static int run_program(const Opts *o) {
   ev->topts.seed = (uint64_t)o->seed;
   char err[4096];
   int rc = 0;
-  if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c")) {
+  int cuda = !strcmp(o->cmd, "emit-cuda");
+  if (!strcmp(o->cmd, "ir") || !strcmp(o->cmd, "emit-c") || cuda) {
     ev->pipe.dump_after = strcmp(o->cmd, "ir") ? NULL : o->stats ? PIPE_STATS : o->after ? o->after : "dce";
-    ev->pipe.emit_c = !strcmp(o->cmd, "emit-c");
+    ev->pipe.emit_c = !strcmp(o->cmd, "emit-c") || cuda;
+    ev->pipe.emit_cuda = cuda;
+    ev->pipe.cuda_archs = o->arch;
     ev->pipe.vector_report = o->vectorize;
   }
   if (o->vectorize && strcmp(o->cmd, "emit-c")) {
     fprintf(stderr, "kiln: --vectorize goes with kiln emit-c\n");
+    rc = 1;
+  } else if (o->arch && !cuda) {
+    fprintf(stderr, "kiln: --arch goes with kiln emit-cuda\n");
+    rc = 1;
+  } else if (o->arch && pipe_cuda_archs(o->arch, (int[16]){0}, 16) < 0) {
+    fprintf(stderr, "kiln: --arch takes architectures like sm_80,sm_90, not '%s'\n", o->arch);
     rc = 1;
   } else if (o->stats && (o->after || strcmp(o->cmd, "ir"))) {
     fprintf(stderr, "kiln: --stats goes with kiln ir, without --after\n");
@@ -177,6 +193,29 @@ static int run_program(const Opts *o) {
   diag_free(&d);
   free(text);
   return rc;
+}
+
+// --device: cpu runs here; cuda[:N] needs the driver and device N, and then running
+// graphs on it, which is not written yet (docs/cuda.md). 0 for cpu, else 1 after
+// saying why (the loader's own message when there is no driver).
+static int device_check(const Opts *o) {
+  int n = o->device ? rt_cuda_parse_device(o->device) : -1;
+  if (n == -1) return 0;
+  if (n == -2) { fprintf(stderr, "kiln: --device is cpu, cuda or cuda:N, not '%s'\n", o->device); return 1; }
+  if (strcmp(o->cmd, "run")) { fprintf(stderr, "kiln: --device goes with kiln run\n"); return 1; }
+  RtCuda cu = {0};
+  RtCudaDevice d;
+  char err[1024];
+  if (rt_cuda_open(&cu, err, sizeof err) || rt_cuda_device(&cu, n, &d, err, sizeof err)) {
+    fprintf(stderr, "kiln: --device %s: %s\n", o->device, err);
+    rt_cuda_close(&cu);
+    return 1;
+  }
+  fprintf(stderr, "kiln: --device %s: found %s (sm_%d), but running graphs on a GPU is not implemented yet; "
+          "kiln emit-cuda shows the kernels\n", o->device, d.name, d.sm);
+  rt_cuda_device_release(&cu, &d);
+  rt_cuda_close(&cu);
+  return 1;
 }
 
 static int show_ast(const Opts *o) {
@@ -209,10 +248,12 @@ int main(int argc, char **argv) {
   }
   if (parse_opts(argc, argv, &o)) return 2;
   if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed);
-  if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c")) return run_program(&o);
-  if (!strcmp(o.cmd, "ast")) return show_ast(&o);
   // `kiln FILE.kiln` runs the file.
-  if (strstr(o.cmd, ".kiln") && !o.file) { o.file = o.cmd; o.cmd = "run"; return run_program(&o); }
+  if (strstr(o.cmd, ".kiln") && !o.file) { o.file = o.cmd; o.cmd = "run"; }
+  if (o.device && device_check(&o)) return 1;
+  if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c") || !strcmp(o.cmd, "emit-cuda"))
+    return run_program(&o);
+  if (!strcmp(o.cmd, "ast")) return show_ast(&o);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", o.cmd, usage);
   return 2;
 }

@@ -209,6 +209,11 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   pass_plan(s);
   if (stop_at(p, "plan", g, s)) { sched_free(s); return NULL; }
   if (p->dump_after && !strcmp(p->dump_after, PIPE_STATS)) { print_stats(p->dump, s); sched_free(s); return NULL; }
+  if (p->emit_c && p->emit_cuda) {
+    pipe_emit_cuda(p, s, err, errlen);
+    sched_free(s);
+    return NULL;
+  }
   Program *pr = calloc(1, sizeof *pr);
   if (!pr) abort();
   pr->g = g; pr->s = s;

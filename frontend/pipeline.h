@@ -5,6 +5,7 @@
 #include "codegen/codegen.h"
 #include "compiler/jit.h"
 #include "passes/passes.h"
+#include "runtime/cuda.h"
 #include "runtime/rt.h"
 
 // The stages `kiln ir --after=STAGE` can show, in pipeline order.
@@ -21,6 +22,9 @@ typedef struct {
   FILE *dump;
   int emit_c;               // print the generated C to dump and stop
   int vector_report;        // with emit_c: then how the compiler vectorized each kernel's loops
+  int emit_cuda;            // with emit_c: the CUDA C (codegen/cuda.c) instead of the C
+  const char *cuda_archs;   // with emit_cuda: NVRTC compiles each graph for these ("sm_80,sm_90")
+  RtCuda *cuda;             // NVRTC, loaded by the first compile (pipe_cuda_free)
   LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
   int profile;              // kiln run --profile: programs time their kernels (prog_profile_print)
   const char *label;        // what the next pipe_compile compiles ("training step of f.kiln:3:1"):
@@ -53,6 +57,11 @@ void prog_profile_print(FILE *f, const Program *pr);
 // `kiln emit-c --vectorize` (vecreport.c): src compiled as the JIT would, with the
 // vectorizer's remarks printed per kernel as C comments.
 void pipe_vector_report(FILE *out, const char *src);
+// `kiln emit-cuda` (cudaemit.c): print s as CUDA C; with cuda_archs, compile it with
+// NVRTC for each. 0, or -1 with the reason (NVRTC's log) in err.
+int pipe_emit_cuda(Pipe *p, const Schedule *s, char *err, size_t errlen);
+int pipe_cuda_archs(const char *s, int *archs, int max);   // "sm_80,sm_90": the count, -1 if malformed
+void pipe_cuda_free(Pipe *p);
 // Bind the symbolic dimensions (D[sym]) from the inputs' shapes; checks every
 // input's dtype and shape. 0, or -1 with a message.
 int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, size_t errlen);

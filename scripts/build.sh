@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build}; shift || true
-[ -f "$dir/build.ninja" ] || meson setup "$dir" "$@" >/dev/null
+# An existing folder takes the options again (meson configure), so that a folder
+# set up before an option was added to the call gets it.
+if [ -f "$dir/build.ninja" ]; then
+  [ $# -eq 0 ] || meson configure "$dir" "$@" >/dev/null
+else
+  meson setup "$dir" "$@" >/dev/null
+fi
 ninja -C "$dir" >/dev/null
 echo "built $dir/kiln ($("$dir/kiln" --version))"

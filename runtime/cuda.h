@@ -1,0 +1,142 @@
+// cuda.h - the CUDA driver, NVRTC and cuBLAS, loaded with dlopen at first use.
+//
+//   RtCuda cu = {0};
+//   char err[512];
+//   if (rt_cuda_open(&cu, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+//   RtCudaDevice dev;
+//   if (rt_cuda_device(&cu, 0, &dev, err, sizeof err)) ...   // primary context, current
+//   CUmodule m; cu.cuModuleLoadData(&m, cubin); ...
+//   rt_cuda_device_release(&cu, &dev);
+//   rt_cuda_close(&cu);
+//
+// Kiln never links libcuda, libnvrtc or libcublas (nor the toolkit's stub libcuda.so):
+// a binary built here runs on machines without CUDA and says why `--device cuda`
+// is unavailable there. Everything loaded lives in the RtCuda the caller owns (no
+// global state), as function pointers named after the API's own functions.
+// The types below are the driver API's, declared here so that no CUDA header is needed.
+//
+// Environment: KILN_LIBCUDA (a path or soname to load instead of libcuda.so.1),
+// KILN_NVRTC (the same for NVRTC; then no other name is tried). Tests point them at
+// missing files to see the failure messages.
+#ifndef KILN_RUNTIME_CUDA_H
+#define KILN_RUNTIME_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;                   // CUDA_SUCCESS == 0
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef unsigned long long CUdeviceptr;
+enum { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+       CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76 };
+enum { CUDA_ERROR_NO_DEVICE = 100, CUDA_ERROR_STUB_LIBRARY = 34, CUDA_ERROR_INSUFFICIENT_DRIVER = 35 };
+
+typedef int nvrtcResult;                // NVRTC_SUCCESS == 0
+typedef struct _nvrtcProgram *nvrtcProgram;
+
+// The driver entry points: X(return, field, symbol, parameters). The symbol is the
+// versioned name cuda.h's macros would pick (cuMemAlloc is cuMemAlloc_v2).
+#define RT_CUDA_DRIVER(X) \
+  X(CUresult, cuInit, "cuInit", (unsigned flags)) \
+  X(CUresult, cuDriverGetVersion, "cuDriverGetVersion", (int *version)) \
+  X(CUresult, cuGetErrorName, "cuGetErrorName", (CUresult e, const char **s)) \
+  X(CUresult, cuGetErrorString, "cuGetErrorString", (CUresult e, const char **s)) \
+  X(CUresult, cuDeviceGetCount, "cuDeviceGetCount", (int *n)) \
+  X(CUresult, cuDeviceGet, "cuDeviceGet", (CUdevice *d, int ordinal)) \
+  X(CUresult, cuDeviceGetName, "cuDeviceGetName", (char *name, int len, CUdevice d)) \
+  X(CUresult, cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *v, int attr, CUdevice d)) \
+  X(CUresult, cuDeviceTotalMem, "cuDeviceTotalMem_v2", (size_t *bytes, CUdevice d)) \
+  X(CUresult, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *c, CUdevice d)) \
+  X(CUresult, cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice d)) \
+  X(CUresult, cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext c)) \
+  X(CUresult, cuCtxSynchronize, "cuCtxSynchronize", (void)) \
+  X(CUresult, cuModuleLoadData, "cuModuleLoadData", (CUmodule *m, const void *image)) \
+  X(CUresult, cuModuleUnload, "cuModuleUnload", (CUmodule m)) \
+  X(CUresult, cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *f, CUmodule m, const char *name)) \
+  X(CUresult, cuLaunchKernel, "cuLaunchKernel", (CUfunction f, unsigned gx, unsigned gy, unsigned gz, \
+    unsigned bx, unsigned by, unsigned bz, unsigned shared, CUstream s, void **params, void **extra)) \
+  X(CUresult, cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *p, size_t bytes)) \
+  X(CUresult, cuMemFree, "cuMemFree_v2", (CUdeviceptr p)) \
+  X(CUresult, cuMemAllocHost, "cuMemAllocHost_v2", (void **p, size_t bytes)) \
+  X(CUresult, cuMemFreeHost, "cuMemFreeHost", (void *p)) \
+  X(CUresult, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr dst, const void *src, size_t n, CUstream s)) \
+  X(CUresult, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *dst, CUdeviceptr src, size_t n, CUstream s)) \
+  X(CUresult, cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)) \
+  X(CUresult, cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr p, unsigned char v, size_t n, CUstream s)) \
+  X(CUresult, cuStreamCreate, "cuStreamCreate", (CUstream *s, unsigned flags)) \
+  X(CUresult, cuStreamDestroy, "cuStreamDestroy_v2", (CUstream s)) \
+  X(CUresult, cuStreamSynchronize, "cuStreamSynchronize", (CUstream s)) \
+  X(CUresult, cuEventCreate, "cuEventCreate", (CUevent *e, unsigned flags)) \
+  X(CUresult, cuEventRecord, "cuEventRecord", (CUevent e, CUstream s)) \
+  X(CUresult, cuEventSynchronize, "cuEventSynchronize", (CUevent e)) \
+  X(CUresult, cuEventElapsedTime, "cuEventElapsedTime", (float *ms, CUevent a, CUevent b)) \
+  X(CUresult, cuEventDestroy, "cuEventDestroy_v2", (CUevent e))
+
+// NVRTC: what compiler/nvrtc.c calls. nvrtcGetCUBIN exists from CUDA 11.1 and
+// nvrtcGetSupportedArchs from 11.2; an older NVRTC loads without them (PTX only).
+#define RT_CUDA_NVRTC(X) \
+  X(nvrtcResult, nvrtcVersion, "nvrtcVersion", (int *major, int *minor)) \
+  X(const char *, nvrtcGetErrorString, "nvrtcGetErrorString", (nvrtcResult r)) \
+  X(nvrtcResult, nvrtcCreateProgram, "nvrtcCreateProgram", (nvrtcProgram *p, const char *src, const char *name, \
+    int nheaders, const char *const *headers, const char *const *include_names)) \
+  X(nvrtcResult, nvrtcDestroyProgram, "nvrtcDestroyProgram", (nvrtcProgram *p)) \
+  X(nvrtcResult, nvrtcCompileProgram, "nvrtcCompileProgram", (nvrtcProgram p, int nopts, const char *const *opts)) \
+  X(nvrtcResult, nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", (nvrtcProgram p, size_t *n)) \
+  X(nvrtcResult, nvrtcGetProgramLog, "nvrtcGetProgramLog", (nvrtcProgram p, char *log)) \
+  X(nvrtcResult, nvrtcGetPTXSize, "nvrtcGetPTXSize", (nvrtcProgram p, size_t *n)) \
+  X(nvrtcResult, nvrtcGetPTX, "nvrtcGetPTX", (nvrtcProgram p, char *ptx))
+#define RT_CUDA_NVRTC_OPTIONAL(X) \
+  X(nvrtcResult, nvrtcGetCUBINSize, "nvrtcGetCUBINSize", (nvrtcProgram p, size_t *n)) \
+  X(nvrtcResult, nvrtcGetCUBIN, "nvrtcGetCUBIN", (nvrtcProgram p, char *cubin)) \
+  X(nvrtcResult, nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs", (int *n)) \
+  X(nvrtcResult, nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs", (int *archs))
+
+#define RT_CUDA_FIELD(ret, name, sym, params) ret (*name) params;
+typedef struct {
+  void *lib;              // libcuda.so.1; NULL until rt_cuda_open succeeded
+  char lib_name[256];     // what was loaded
+  int version;            // cuDriverGetVersion: 12040 is 12.4
+  int ndevices;
+  RT_CUDA_DRIVER(RT_CUDA_FIELD)
+  void *nvrtc_lib;        // rt_cuda_nvrtc
+  char nvrtc_name[256];
+  int nvrtc_major, nvrtc_minor;
+  RT_CUDA_NVRTC(RT_CUDA_FIELD)
+  RT_CUDA_NVRTC_OPTIONAL(RT_CUDA_FIELD)
+  void *cublas_lib, *cublaslt_lib;   // rt_cuda_cublas: loaded, not used yet
+  char cublas_name[256];
+} RtCuda;
+
+typedef struct {
+  int ordinal;
+  CUdevice dev;
+  CUcontext ctx;          // the device's primary context, current on the opening thread
+  char name[256];
+  int sm;                 // compute capability: 90 for sm_90
+  int multiprocessors;
+  size_t total_mem;
+} RtCudaDevice;
+
+// Loads the driver, calls cuInit and counts the devices. 0, or -1 with the reason in
+// err: "no NVIDIA driver: libcuda.so.1 not found (...)", "no CUDA device: ...", ...
+int rt_cuda_open(RtCuda *cu, char *err, size_t errlen);
+// Retains device `ordinal`'s primary context and makes it current. 0 or -1.
+int rt_cuda_device(RtCuda *cu, int ordinal, RtCudaDevice *d, char *err, size_t errlen);
+void rt_cuda_device_release(RtCuda *cu, RtCudaDevice *d);
+// Loads NVRTC (works without a driver or a GPU). 0, or -1 with the names tried.
+int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen);
+// Loads cuBLAS and cuBLASLt (for the GEMMs to come). 0 or -1.
+int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen);
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a driver result, via the driver.
+void rt_cuda_strerror(const RtCuda *cu, CUresult r, char *buf, size_t len);
+// Forgets what cu loaded (cu is zeroed); the libraries stay in the process (cuda.c says why).
+void rt_cuda_close(RtCuda *cu);
+// Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
+int rt_cuda_parse_device(const char *s);
+
+#endif

@@ -1,0 +1,162 @@
+// The CUDA pieces that need no GPU: the loaders' failure messages (with the real
+// missing libcuda, the toolkit's stub, and KILN_LIBCUDA / KILN_NVRTC pointed at
+// nothing), --device parsing, and NVRTC itself: CUBINs for sm_80 and sm_90, PTX for
+// an architecture newer than NVRTC, the disk cache, the log with the source line.
+// NVRTC must load: a machine without it fails here, loudly, rather than skipping.
+//
+//   test_cuda                         the checks
+//   test_cuda --compile FILE ARCH...  compile FILE (CUDA C) with NVRTC for each ARCH
+//                                     (sm_80, ...) through the default disk cache;
+//                                     tests/test_cuda.py compiles generated kernels so
+//   test_cuda --compile FILE ptx      print the PTX for the newest architecture NVRTC
+//                                     knows (test_cuda.py looks for 16-byte accesses)
+#include "compiler/nvrtc.h"
+#include "check.h"
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
+
+static void loader_checks(void) {
+  RtCuda cu = {0};
+  char err[1024];
+  setenv("KILN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  check(rt_cuda_open(&cu, err, sizeof err) == -1 && has(err, "no NVIDIA driver: /nonexistent/libcuda.so.1 not found ("),
+        "KILN_LIBCUDA at a missing file: %s", err);
+  unsetenv("KILN_LIBCUDA");
+  void *real = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!real) {
+    int rc = rt_cuda_open(&cu, err, sizeof err);
+    check(rc == -1 && !strncmp(err, "no NVIDIA driver: libcuda.so.1 not found (", 42),
+          "no driver on this machine: %s", err);
+  } else {   // a GPU machine: the driver loads; a device, or a clear reason why not
+    dlclose(real);
+    int rc = rt_cuda_open(&cu, err, sizeof err);
+    check(rc == 0 || has(err, "no CUDA device"), "the driver loads: %s", rc ? err : "ok");
+    if (!rc) {
+      RtCudaDevice d;
+      check(!rt_cuda_device(&cu, 0, &d, err, sizeof err), "device 0: %s", d.name);
+      rt_cuda_device_release(&cu, &d);
+      check(rt_cuda_device(&cu, cu.ndevices, &d, err, sizeof err) == -1 && has(err, "no CUDA device"),
+            "a device past the last: %s", err);
+    }
+    rt_cuda_close(&cu);
+  }
+  // The toolkit's stub has every symbol, and cuInit says it is a stub.
+  const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (access(stub, R_OK) == 0) {
+    setenv("KILN_LIBCUDA", stub, 1);
+    check(rt_cuda_open(&cu, err, sizeof err) == -1 && has(err, "stub"), "the toolkit's stub libcuda: %s", err);
+    unsetenv("KILN_LIBCUDA");
+  }
+  check(rt_cuda_parse_device("cpu") == -1 && rt_cuda_parse_device("cuda") == 0 && rt_cuda_parse_device("cuda:3") == 3,
+        "--device cpu, cuda, cuda:3");
+  check(rt_cuda_parse_device("cuda:") == -2 && rt_cuda_parse_device("cuda:x") == -2 &&
+        rt_cuda_parse_device("cuda:-1") == -2 && rt_cuda_parse_device("gpu") == -2 &&
+        rt_cuda_parse_device("cuda:1x") == -2, "malformed --device values");
+  setenv("KILN_NVRTC", "/nonexistent/libnvrtc.so", 1);
+  check(rt_cuda_nvrtc(&cu, err, sizeof err) == -1 &&
+        has(err, "NVRTC not found: KILN_NVRTC=/nonexistent/libnvrtc.so does not load ("), "KILN_NVRTC at a missing file: %s", err);
+  unsetenv("KILN_NVRTC");
+  rt_cuda_close(&cu);
+}
+
+static const char good[] =
+  "typedef long long int64_t;\n"
+  "extern \"C\" __global__ void twice(float *o, const float *x, int64_t n) {\n"
+  "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)\n"
+  "    o[i] = 2 * expf(x[i]);\n"
+  "}\n";
+static const char bad[] =
+  "extern \"C\" __global__ void broken(float *o) {\n"
+  "  float t0 = 1.0f;\n"
+  "  float t1 = t0 + undefined_name;\n"
+  "  o[0] = t1;\n"
+  "}\n";
+
+static void nvrtc_checks(const char *dir) {
+  RtCuda cu = {0};
+  char err[4096], who[320];
+  if (rt_cuda_nvrtc(&cu, err, sizeof err)) {
+    check(0, "NVRTC loads (needed for the CUDA tests; the CUDA toolkit is expected here): %s", err);
+    return;
+  }
+  nvrtc_describe(&cu, who, sizeof who);
+  check(cu.nvrtc_major >= 11, "%s", who);
+  NvrtcImage a, b;
+  for (int sm = 80; sm <= 90; sm += 10) {
+    int rc = nvrtc_compile(&cu, good, sm, dir, &a, err, sizeof err);
+    check(!rc && a.cubin && a.arch == sm && a.len > 4 && !memcmp(a.image, "\177ELF", 4) && !a.cache_hit,
+          "sm_%d: a CUBIN (%zu bytes, %.0f ms) %s", sm, a.len, a.compile_ms, rc ? err : "");
+    rc = nvrtc_compile(&cu, good, sm, dir, &b, err, sizeof err);
+    check(!rc && b.cache_hit && b.len == a.len && !memcmp(a.image, b.image, a.len) && !strcmp(a.key, b.key),
+          "sm_%d again: from the disk cache, the same bytes", sm);
+    nvrtc_image_free(&a);
+    nvrtc_image_free(&b);
+  }
+  int rc = nvrtc_compile(&cu, good, 80, "", &a, err, sizeof err);
+  nvrtc_compile(&cu, good, 80, "", &b, err, sizeof err);
+  check(!rc && !a.cache_hit && !b.cache_hit, "cache dir \"\": no cache");
+  nvrtc_image_free(&a);
+  nvrtc_image_free(&b);
+  // An architecture newer than this NVRTC: PTX for the newest it knows.
+  rc = nvrtc_compile(&cu, good, 999, dir, &a, err, sizeof err);
+  check(!rc && !a.cubin && a.arch < 999 && a.arch >= 90 && has(a.image, ".entry twice"),
+        "sm_999: PTX for compute_%d %s", a.arch, rc ? err : "");
+  nvrtc_image_free(&a);
+  rc = nvrtc_compile(&cu, good, 10, dir, &a, err, sizeof err);
+  check(rc == -1 && has(err, "cannot compile for sm_10"), "sm_10: %s", err);
+  rc = nvrtc_compile(&cu, bad, 80, dir, &a, err, sizeof err);
+  int ok = rc == -1 && has(err, "kiln.cu(3): error") && has(err, "undefined_name") &&
+           has(err, "      3 |   float t1 = t0 + undefined_name;");
+  for (char *p = err; *p; p++) if (*p == '\n') *p = '|';   // one line in the test's output
+  check(ok, "a compile error shows the source line: %s", err);
+  rt_cuda_close(&cu);
+}
+
+// --compile FILE ARCH...: 0 if every architecture compiles.
+static int compile_file(int argc, char **argv) {
+  FILE *f = fopen(argv[2], "rb");
+  if (!f) { fprintf(stderr, "test_cuda: cannot read %s\n", argv[2]); return 2; }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *src = malloc(n + 1);
+  if (!src || fread(src, 1, n, f) != (size_t)n) { fclose(f); free(src); return 2; }
+  fclose(f);
+  src[n] = 0;
+  RtCuda cu = {0};
+  static char err[1 << 16];
+  int rc = 0;
+  for (int i = 3; i < argc && !rc; i++) {
+    NvrtcImage im;
+    int ptx = !strcmp(argv[i], "ptx");   // past every architecture: PTX for the newest
+    int sm = ptx ? 9999 : atoi(argv[i] + (strncmp(argv[i], "sm_", 3) ? 0 : 3));
+    if (nvrtc_compile(&cu, src, sm, NULL, &im, err, sizeof err)) {
+      printf("FAIL %s sm_%d: %s\n", argv[2], sm, err);
+      rc = 1;
+      break;
+    }
+    if (ptx) fwrite(im.image, 1, strnlen(im.image, im.len), stdout);
+    else printf("ok %s sm_%d %s %zu bytes%s\n", argv[2], sm, im.cubin ? "CUBIN" : "PTX", im.len, im.cache_hit ? " (cached)" : "");
+    nvrtc_image_free(&im);
+  }
+  rt_cuda_close(&cu);
+  free(src);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 3 && !strcmp(argv[1], "--compile")) return compile_file(argc, argv);
+  char dir[] = "/tmp/kiln_test_cuda_XXXXXX";
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  loader_checks();
+  nvrtc_checks(dir);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd)) fprintf(stderr, "test_cuda: could not remove %s\n", dir);
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail != 0;
+}
