@@ -431,7 +431,17 @@ static void gemm_step(Gen *g, const Kernel *K, int k) {
   str_put(g->out, "\n// k%d: matmul, a GEMM step for the host (cuBLAS; not a kernel): %s b%d[%s x %s] = A[%s x %s] @ B[%s x %s]",
           k, ir_dtype_name(n->dtype), K->out, M, N, M, KK, KK, N);
   str_put(g->out, ", %s product%s, C row-major\n", B, strcmp(B, "1") ? "s" : "");
+  int taps_rows;
+  Node *win = sched_mm_windows(g->s, n, &taps_rows);
   for (int o = 0; o < 2; o++) {
+    if (o == 0 && win) {   // implicit im2col (rt_gemm_*_win on the CPU): the windows of an image
+      const int64_t *w = win->a.i;
+      int b = cg_view_of(g->s, win->src[0], off[0], st[0]);
+      str_put(g->out, "//   A = %sthe %" PRId64 "x%" PRId64 " windows (stride %" PRId64 "x%" PRId64 ", padding %" PRId64 "x%" PRId64
+              ", dilation %" PRId64 "x%" PRId64 ") of the image b%d + %s, strides %s %s %s %s\n", taps_rows ? "transposed: " : "",
+              w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], b, off[0], st[0][0], st[0][1], st[0][2], st[0][3]);
+      continue;
+    }
     int b = cg_view_of(g->s, n->src[o], off[o], st[o]);
     str_put(g->out, "//   %c = b%d + %s, strides", "AB"[o], b, off[o]);
     for (int d = 0; d < nd; d++) str_put(g->out, " %s", st[o][d]);
