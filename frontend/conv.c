@@ -16,6 +16,7 @@
 // `kiln run --tune` measured on this machine and cached on disk.
 #include "builtins_int.h"
 #include "compiler/cache.h"
+#include "passes/passes.h"
 #include "kiln.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,10 @@ int conv_lowering_by_name(const char *s) {
 
 // ---- the lowerings -----------------------------------------------------------
 
-// The windows as rows: [N*OH*OW, C*KH*KW] (an IM2COL view, materialized
-// row by row) times w^T, one GEMM over the whole batch, then to NCHW. Caffe
+// The windows as rows: [N*OH*OW, C*KH*KW] (an IM2COL view, packed from the
+// image by the GEMM) times w^T, one GEMM over the whole batch, then to NCHW.
+// Its input gradient, col2im(dY @ W) from autodiff, becomes a transposed
+// convolution in passes/convgrad.c. Caffe
 // con Troll's channel-tap-major layout ([C*KH*KW, N*OH*OW], w @ cols) makes
 // the window copy, col2im and bias kernels contiguous along OW, but its
 // products have 64 rows against 25,088 columns (the CNN's second layer) and
@@ -171,9 +174,16 @@ static double gemm_s(double n, double k, double m) {
 // Each lowering's estimated seconds.
 static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   double n = (double)s->n, p = n * s->oh * s->ow, kk = (double)s->kh * s->kw, k = s->c * kk, q = n * s->h * s->w;
-  // im2col: three GEMMs (forward, d input, d weights) of O x C*KK x P; the
-  // window matrix and its gradient are written and read (col2im sums it back).
-  t[CONV_IM2COL] = 3 * gemm_s(s->o, k, p) + 4 * p * k * 4 / MOVE_BYTES;
+  // im2col: GEMMs of O x C*KK x P for the forward pass and the weights'
+  // gradient, each packing the window matrix from the image; the input's
+  // gradient a transposed convolution (passes/convgrad.c: C x O*KK x Q,
+  // packing dY's windows), or else a third GEMM whose window-matrix gradient
+  // is written and read back by col2im.
+  t[CONV_IM2COL] = 2 * gemm_s(s->o, k, p) + 2 * p * k * 4 / MOVE_BYTES;
+  if (kernel_by_col2im(s) && s->c >= CONVGRAD_MIN_CHANNELS)
+    t[CONV_IM2COL] += gemm_s(s->c, s->o * kk, q) + q * s->o * kk * 4 / MOVE_BYTES;
+  else
+    t[CONV_IM2COL] += gemm_s(s->o, k, p) + 2 * p * k * 4 / MOVE_BYTES;
   // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its
   // gradient written and read: im2col's costs with C and O swapped. With a
   // stride, Z's rows no output uses are computed too, and the aggregation is
@@ -200,7 +210,7 @@ static void tune_key(const ConvShape *s, char key[40]) {
   cache_host_id(cpu);
   CacheHash h;
   cache_hash_init(&h);
-  cache_hash_str(&h, "conv-tune 3");   // 3: im2col packs its windows from the image
+  cache_hash_str(&h, "conv-tune 4");   // 4: im2col packs windows, its input gradient a transposed conv
   cache_hash_str(&h, KILN_VERSION);
   cache_hash_str(&h, cpu);
   cache_hash_str(&h, shp);

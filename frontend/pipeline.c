@@ -167,7 +167,7 @@ static int stop_at(Pipe *p, const char *stage, IrGraph *g, Schedule *s) {
 
 typedef IrGraph *(*GraphPass)(IrCtx *, IrGraph *);
 static const struct { const char *name; GraphPass run; } graph_passes[] = {
-  {"fold", pass_fold}, {"simplify", pass_simplify}, {"stability", pass_stability}, {"dce", pass_dce},
+  {"fold", pass_fold}, {"convgrad", pass_convgrad}, {"simplify", pass_simplify}, {"stability", pass_stability}, {"dce", pass_dce},
 };
 
 static JitSymbol runtime_symbols[] = {

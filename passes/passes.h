@@ -26,6 +26,10 @@ int pass_grad(IrCtx *c, Node *y, Node *seed, Node **wrt, int nwrt, Node **out);
 IrGraph *pass_fold(IrCtx *c, IrGraph *g);       // constant folding of small constant subgraphs
 typedef struct { int64_t max_compute, max_reduce_in, max_move; } FoldLimits;  // elements
 IrGraph *pass_fold_limits(IrCtx *c, IrGraph *g, const FoldLimits *lim);
+IrGraph *pass_convgrad(IrCtx *c, IrGraph *g);   // an im2col conv's input gradient as a transposed conv
+// Fewer input channels than this leave convgrad's product too narrow (its
+// columns are the channels) to beat the col2im it saves: left alone.
+#define CONVGRAD_MIN_CHANNELS 16
 IrGraph *pass_simplify(IrCtx *c, IrGraph *g);   // algebraic identities
 IrGraph *pass_stability(IrCtx *c, IrGraph *g);  // numerically stable forms
 IrGraph *pass_dce(IrCtx *c, IrGraph *g);        // dead code: what the outputs do not reach

@@ -113,7 +113,7 @@ typedef struct {
     RtGemmEpilogue epi;   // rt.h's hook, NULL if none
     void *epi_ctx;
     int64_t e_rs, e_cs;   // the caller's strides of C (after a batch merge), for the hook
-    const Win *win;   // A is a window matrix packed from its image (rt_gemm_f32_win), or NULL
+    Win *win;     // A is a window matrix packed from its image (rt_gemm_f32_win), or NULL
 } Gemm;
 
 // c = beta*c + a @ b over one tile, as plain loops: blocked over k and the
@@ -438,20 +438,27 @@ static void block_sizes(Gemm *g) {
     g->nc = min64(nc, round_up(g->nb, kn->nr));
 }
 
-// The packed path after plan_tiles; 0 if the buffers could not be had.
+// The packed path after plan_tiles; 0 if the buffers could not be had. With
+// a window operand, its scratch (win_setup) goes before the packing buffers.
 static int packed(KRt *rt, Gemm *g, int64_t batch) {
     block_sizes(g);
     g->nbatch = batch;
     g->nslots = min64(rt_threads(rt), batch * g->tm * g->tn);
     g->slot_floats = g->a_pack + round_up(g->kc * g->nc, 16);
-    size_t bytes = sizeof(float) * (size_t)(g->slot_floats * g->nslots);
+    int64_t pre = g->win ? round_up(win_scratch_floats(g->win), 16) : 0;
+    size_t bytes = sizeof(float) * (size_t)(pre + g->slot_floats * g->nslots);
     // Inside a parallel region (or with no context) the context's buffers may be in
     // use by another thread: this call gets its own.
     int own = !rt || rt_in_parallel();
-    g->ws = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
-    if (!g->ws) return 0;
+    float *buf = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
+    if (!buf) return 0;
+    if (g->win) {
+        win_setup(g->win, buf, (int)g->kern->mr);
+        g->a = g->win->x;
+    }
+    g->ws = buf + pre;
     rt_parallel_for(rt, run_slots, g, g->nslots, 1);
-    if (own) rt_free(g->ws);
+    if (own) rt_free(buf);
     return 1;
 }
 
@@ -629,13 +636,8 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind)) && g->kern->mr <= MAX_WIN_MR) {
         Gemm t = *g;
         t.win = &w;
-        float *padded = win_padded_f32(&w);
-        t.a = w.x;
         plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);
-        int done = packed(rt, &t, 1);
-        rt_free(padded);
-        if (done) return;
-        win_init(&w, x, geom, taps_rows);
+        if (packed(rt, &t, 1)) return;
     }
     size_t esize = g->f64 ? sizeof(double) : sizeof(float);
     void *cols = rt_alloc(esize * (size_t)(w.pixels * w.taps));

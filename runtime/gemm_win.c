@@ -16,6 +16,13 @@
 #include "rt.h"
 
 #include <string.h>
+#include <stdint.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define WIN_X86 1
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+#endif
 
 static void win_read(Win *w, const int64_t *geom) {
     w->n = geom[RT_WIN_N], w->c = geom[RT_WIN_C], w->h = geom[RT_WIN_H], w->w = geom[RT_WIN_W];
@@ -30,6 +37,7 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
     win_read(w, geom);
     w->x = x;
     w->taps_rows = taps_rows;
+    w->toff = NULL, w->vec = 0;
     // Rows and columns the windows reach past the image's end.
     w->pb = (w->oh - 1) * w->strh + (w->kh - 1) * w->dh + 1 - w->pt - w->h;
     w->pr = (w->ow - 1) * w->strw + (w->kw - 1) * w->dw + 1 - w->pl - w->w;
@@ -40,13 +48,14 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
 
 // With padding, the packers would test every run against the image's edges:
 // a zero-padded copy (the CNN's 3.2 MB image: 5.3 MB, about a millisecond to
-// write) makes each run a plain copy. NULL if there is no padding or no memory
-// (then the runs are tested).
-float *win_padded_f32(Win *w) {
-    if (w->inside) return NULL;
+// write) makes each run a plain copy.
+static int64_t padded_floats(const Win *w) {
+    if (w->inside) return 0;
+    return w->n * w->c * (w->pt + w->h + w->pb) * (w->pl + w->w + w->pr);
+}
+
+static void pad_into(Win *w, float *p) {
     int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr;
-    float *p = rt_alloc(sizeof(float) * (size_t)(w->n * w->c * hp * wp));
-    if (!p) return NULL;
     const float *x = w->x;
     for (int64_t i = 0; i < w->n * w->c; i++) {
         float *d = p + i * hp * wp;
@@ -64,7 +73,6 @@ float *win_padded_f32(Win *w) {
     w->h = hp, w->w = wp, w->pt = w->pl = w->pb = w->pr = 0;
     w->sw = 1, w->sh = wp, w->sc = hp * wp, w->sn = w->c * hp * wp;
     w->inside = 1;
-    return p;
 }
 
 // A tap (c, i, j): its channel's offset into an image, its row and column
@@ -102,45 +110,107 @@ static inline void copy_floats(float *d, const float *s, int64_t n) {
 }
 
 // Tap t at the len pixels (n, oh, ow0 ... ow0+len-1) of one output row into
-// d[0], d[ds], ...: image row y, columns x0 + i*stride, zero outside the image.
-static inline void tap_run(const Win *w, Tap t, Pixel px, int64_t len, float *d, int64_t ds) {
-    int64_t y = px.oh * w->strh - w->pt + t.dy, x0 = px.ow0 * w->strw - w->pl + t.dx;
-    if (w->inside) {   // no window reaches outside the image (padded_image)
-        const float *s = (const float *)w->x + px.n * w->sn + t.coff + y * w->sh + x0 * w->sw;
-        int64_t step = w->strw * w->sw;
-        if (step == 1 && ds == 1)
-            copy_floats(d, s, len);
-        else
-            for (int64_t i = 0; i < len; i++) d[i * ds] = s[i * step];
-        return;
-    }
-    int64_t lo = 0, hi = 0;   // the pixels whose column is inside: [lo, hi)
-    if (y >= 0 && y < w->h) {
-        if (w->strw == 1) {
-            lo = x0 >= 0 ? 0 : -x0;
-            hi = w->w - x0;
-        } else {
-            lo = x0 >= 0 ? 0 : (-x0 + w->strw - 1) / w->strw;
-            hi = x0 >= w->w ? 0 : (w->w - 1 - x0) / w->strw + 1;
-        }
-        if (hi > len) hi = len;
-        if (hi < 0) hi = 0;
-        if (lo > hi) lo = hi;
-    }
-    for (int64_t i = 0; i < lo; i++) d[i * ds] = 0;
-    if (lo < hi) {
-        const float *s = (const float *)w->x + px.n * w->sn + t.coff + y * w->sh + (x0 + lo * w->strw) * w->sw;
-        int64_t step = w->strw * w->sw, n = hi - lo;
-        float *o = d + lo * ds;
-        if (step == 1 && ds == 1)
-            copy_floats(o, s, n);
-        else
-            for (int64_t i = 0; i < n; i++) o[i * ds] = s[i * step];
-    }
-    for (int64_t i = hi; i < len; i++) d[i * ds] = 0;
+// d[0], d[1], ...: image row y, columns x0 + i*stride (win_setup has padded
+// the image, so every window is inside it).
+static inline void tap_run(const Win *w, Tap t, Pixel px, int64_t len, float *d) {
+    int64_t y = px.oh * w->strh + t.dy, x0 = px.ow0 * w->strw + t.dx;
+    const float *s = (const float *)w->x + px.n * w->sn + t.coff + y * w->sh + x0 * w->sw;
+    int64_t step = w->strw * w->sw;
+    if (step == 1)
+        copy_floats(d, s, len);
+    else
+        for (int64_t i = 0; i < len; i++) d[i] = s[i * step];
 }
 
+int64_t win_scratch_floats(const Win *w) {
+    return padded_floats(w) + 2 * w->taps + 16;   // taps' offsets are int64_t
+}
+
+void win_setup(Win *w, float *scratch, int mr) {
+    int64_t pf = padded_floats(w);
+    if (pf) pad_into(w, scratch);
+    if (w->sw != 1) return;
+    int64_t *toff = (int64_t *)(scratch + (pf + 1) / 2 * 2);
+    Tap t = tap_of(w, 0);
+    for (int64_t q = 0; q < w->taps; q++, tap_next(w, &t)) toff[q] = t.coff + t.dy * w->sh + t.dx;
+    w->toff = toff;
+#ifdef WIN_X86
+    w->vec = mr <= 16 && __builtin_cpu_supports("avx512f");
+#else
+    (void)mr;
+#endif
+}
+
+#ifdef WIN_X86
+// The vector packers: a micro-panel's line of mr values (one tap's pixels, or
+// one pixel's taps) is a few runs contiguous in the image, each gathered into
+// its lanes by one masked load, and the line is one masked store (its lanes
+// past the panel's rows zero). A run's load is addressed so that its first lane
+// reads its first value; the lanes outside its mask are not read.
+static inline const float *lane_base(const float *x, int64_t off) {
+    return (const float *)((uintptr_t)x + (uintptr_t)off * sizeof(float));
+}
+
+AVX512 static void pack_pixels_avx512(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb,
+                                      float *dst) {
+    int64_t base[MAX_WIN_MR + 1];
+    __mmask16 mask[MAX_WIN_MR + 1], all = (__mmask16)((1u << mr) - 1);
+    int nrun = 0;
+    for (int64_t i = 0; i < rows; nrun++) {
+        Pixel px = pixel_of(w, r0 + i);
+        int64_t len = w->ow - px.ow0 < rows - i ? w->ow - px.ow0 : rows - i;
+        base[nrun] = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 - i;
+        mask[nrun] = (__mmask16)(((1u << len) - 1) << i);
+        i += len;
+    }
+    const float *x = w->x;
+    const int64_t *toff = w->toff + q0;
+    for (int64_t p = 0; p < kb; p++) {
+        __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, base[0] + toff[p]));
+        for (int r = 1; r < nrun; r++) v = _mm512_mask_loadu_ps(v, mask[r], lane_base(x, base[r] + toff[p]));
+        _mm512_mask_storeu_ps(dst + p * mr, all, v);
+    }
+}
+
+AVX512 static void pack_taps_avx512(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb,
+                                    float *dst) {
+    const float *x = w->x;
+    __mmask16 all = (__mmask16)((1u << mr) - 1);
+    for (int64_t ir = 0; ir < mb; ir += mr) {
+        int64_t rows = mb - ir < mr ? mb - ir : mr, off[MAX_WIN_MR];
+        __mmask16 mask[MAX_WIN_MR];
+        int nseg = 0, start = 0;
+        const int64_t *toff = w->toff + q0 + ir;
+        for (int64_t i = 1; i <= rows; i++)   // runs of taps adjacent in the image
+            if (i == rows || toff[i] != toff[i - 1] + 1) {
+                off[nseg] = toff[start] - start;
+                mask[nseg++] = (__mmask16)(((1u << (i - start)) - 1) << start);
+                start = (int)i;
+            }
+        float *d = dst + ir * kb;
+        Pixel px = pixel_of(w, p0);
+        int64_t pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw, ow = px.ow0;
+        for (int64_t p = 0; p < kb; p++, d += mr) {
+            __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, pix + off[0]));
+            for (int g = 1; g < nseg; g++) v = _mm512_mask_loadu_ps(v, mask[g], lane_base(x, pix + off[g]));
+            _mm512_mask_storeu_ps(d, all, v);
+            pix += w->strw;
+            if (++ow == w->ow) {
+                px = pixel_of(w, p0 + p + 1);
+                pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;
+            }
+        }
+    }
+}
+#endif
+
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst) {
+#ifdef WIN_X86
+    if (w->vec && w->strw == 1) {
+        pack_pixels_avx512(w, mr, r0, rows, q0, kb, dst);
+        return;
+    }
+#endif
     // The panel's rows as runs of one output row each (at most mr + 1 of them).
     int64_t at[MAX_WIN_MR + 1], len[MAX_WIN_MR + 1];
     Pixel px[MAX_WIN_MR + 1];
@@ -154,21 +224,17 @@ void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0,
     Tap t = tap_of(w, q0);
     for (int64_t p = 0; p < kb; p++, tap_next(w, &t)) {
         float *d = dst + p * mr;
-        for (int r = 0; r < nrun; r++) tap_run(w, t, px[r], len[r], d + at[r], 1);
+        for (int r = 0; r < nrun; r++) tap_run(w, t, px[r], len[r], d + at[r]);
         for (int64_t i = rows; i < mr; i++) d[i] = 0;
     }
 }
 
-// Pixels are cut into runs once per chunk of this many, not once per tap.
-#define RUN_CHUNK 512
-
-// win_pack_taps inside the image (padded or not needing it): a panel's mr
-// taps, for one pixel, are a few runs contiguous in the image (a window row's
-// KW taps), so each pixel's row of the panel is a few short copies from the
-// image, written in order. (Tap by tap along the pixels instead, a
+// A panel's mr taps, for one pixel, are a few runs contiguous in the image (a
+// window row's KW taps), so each pixel's row of the panel is a few short
+// copies from the image, written in order. (Tap by tap along the pixels instead, a
 // transposing copy with stride-mr stores, measured 1.2x slower than packing
 // the materialized matrix.)
-static void pack_taps_inside(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
+static void pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
     const float *x = w->x;
     Tap t = tap_of(w, q0);
     for (int64_t ir = 0; ir < mb; ir += mr) {
@@ -195,30 +261,13 @@ static void pack_taps_inside(const Win *w, int mr, int64_t q0, int64_t mb, int64
 }
 
 void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
-    if (w->inside) {
-        pack_taps_inside(w, mr, q0, mb, p0, kb, dst);
+#ifdef WIN_X86
+    if (w->vec) {
+        pack_taps_avx512(w, mr, q0, mb, p0, kb, dst);
         return;
     }
-    int64_t panels = (mb + mr - 1) / mr;
-    for (int64_t c0 = 0; c0 < kb; c0 += RUN_CHUNK) {
-        int64_t cn = kb - c0 < RUN_CHUNK ? kb - c0 : RUN_CHUNK, at[RUN_CHUNK], len[RUN_CHUNK];
-        Pixel px[RUN_CHUNK];
-        int nrun = 0;
-        for (int64_t p = 0; p < cn; nrun++) {
-            px[nrun] = pixel_of(w, p0 + c0 + p);
-            at[nrun] = c0 + p;
-            len[nrun] = w->ow - px[nrun].ow0 < cn - p ? w->ow - px[nrun].ow0 : cn - p;
-            p += len[nrun];
-        }
-        Tap t = tap_of(w, q0);
-        for (int64_t q = 0; q < panels * mr; q++, tap_next(w, &t)) {
-            float *d = dst + q / mr * mr * kb + q % mr;
-            if (q >= mb)
-                for (int64_t p = c0; p < c0 + cn; p++) d[p * mr] = 0;
-            else
-                for (int r = 0; r < nrun; r++) tap_run(w, t, px[r], len[r], d + at[r] * mr, mr);
-        }
-    }
+#endif
+    pack_taps(w, mr, q0, mb, p0, kb, dst);
 }
 
 // The whole window matrix, [pixels, taps] row-major, for the paths that take

@@ -108,12 +108,18 @@ typedef struct {
     int64_t pixels, taps;                  // n*oh*ow and c*kh*kw
     int taps_rows;
     int inside;                            // no padding: every window is inside the image
+    const int64_t *toff;                   // each tap's offset into an image (unit column stride), or NULL
+    int vec;                               // the packers may use AVX-512 masked moves
 } Win;
 #define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
 void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows);
-// Points w at a zero-padded copy of its image (rt_free it after); NULL if w has
-// no padding or there was no memory for the copy.
-float *win_padded_f32(Win *w);
+// The scratch floats win_setup needs: a zero-padded copy of the image (if the
+// windows reach past it) and each tap's offset into an image.
+int64_t win_scratch_floats(const Win *w);
+// Before packing: points w at its padded copy, written into scratch (so the
+// packers copy runs without testing the image's edges), fills in the taps'
+// offsets and whether the packers may use this CPU's vector moves (mr <= 16).
+void win_setup(Win *w, float *scratch, int mr);
 // An A micro-panel of rows [r0, r0+rows) (pixels; zero past rows, up to mr) and
 // depth [q0, q0+kb) (taps): dst[p*mr + i], as gemm.c's pack_a lays it out.
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst);

@@ -62,6 +62,24 @@ def conv_ref(x, w, stride=1, pad=0, dilation=1):
     return np.einsum("ncijkl,ockl->noij", win, w)
 
 
+def conv_grad_ref(x, w, adj, stride=1, pad=0, dilation=1):
+    """d sum(conv2d(x, w) * adj) / dx and / dw from the definition: each
+    window position's share of adj, summed back into the pixel it read."""
+    s, d = pair(stride), pair(dilation)
+    kh, kw = w.shape[2:]
+    N, C, H, W = x.shape
+    pt, pb, pl, pr = pads_of(pad, H, W, kh, kw, s, d)
+    win = windows(x, kh, kw, s, (pt, pb, pl, pr), d, 0.0)
+    dw = np.einsum("ncijkl,noij->ockl", win, adj)
+    dwin = np.einsum("noij,ockl->ncijkl", adj, w)
+    oh, ow = adj.shape[2:]
+    xp = np.zeros((N, C, H + pt + pb, W + pl + pr))
+    for k in range(kh):
+        for l in range(kw):
+            xp[:, :, k * d[0]:k * d[0] + (oh - 1) * s[0] + 1:s[0], l * d[1]:l * d[1] + (ow - 1) * s[1] + 1:s[1]] += dwin[..., k, l]
+    return xp[:, :, pt:pt + H, pl:pl + W], dw
+
+
 def pool_ref(x, k, stride=None, pad=0, avg=False):
     k = pair(k)
     s = pair(stride) if stride is not None else k
@@ -295,6 +313,37 @@ def forward(S, rng):
           "batchnorm(x)", expect_close(xb / np.sqrt(1 + 1e-5), rtol=1e-5, atol=1e-6))
 
 
+# Layers with enough channels that the im2col lowering's input gradient is the
+# transposed convolution (passes/convgrad.c): in f32, both gradients against
+# the reference, with and without threads (the f64 checks above go through
+# the materialized windows; these through the packed ones).
+WIDE_CONV_CASES = [
+    ((2, 16, 8, 7), (4, 16, 3, 3), 1, "same", 1),
+    ((1, 16, 9, 8), (3, 16, 3, 2), 1, (2, 1), (1, 2)),
+    ((2, 20, 7, 7), (5, 20, 5, 5), 1, 0, 1),
+    ((1, 16, 9, 9), (3, 16, 3, 3), 2, 1, 1),   # stride 2: col2im stays
+]
+
+
+def wide_conv_gradients(S, rng):
+    for i, (xs, ws, st, pad, dil) in enumerate(WIDE_CONV_CASES):
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        adj = f32(rng.standard_normal(conv_ref(x, w, st, pad, dil).shape))
+        dx, dw = conv_grad_ref(x, w, adj, st, pad, dil)
+        opts = opt_str(st, pad, dil, "im2col")
+        xn, wn, fx, fw = S.fresh("X"), S.fresh("Wt"), S.fresh("F"), S.fresh("G")
+        setup = ["%s = %s" % (xn, lit(x)), "%s = %s" % (wn, lit(w)),
+                 "%s(a) = sum(conv2d(a, %s%s) * %s)" % (fx, wn, opts, lit(adj)),
+                 "%s(b) = sum(conv2d(%s, b%s) * %s)" % (fw, xn, opts, lit(adj))]
+        for S.threads in THREADS:
+            for what, expr, want in (("dx", "grad(%s)(%s)" % (fx, xn), dx), ("dw", "grad(%s)(%s)" % (fw, wn), dw)):
+                exprs, _ = in_pieces(expr, want)
+                check = expect_close(want, rtol=1e-4, atol=1e-4)
+                S.add("grad conv2d wide %d %s f32 threads=%d" % (i, what, S.threads), setup, exprs,
+                      lambda vals, check=check, want=want: check([np.reshape(vals, want.shape)]))
+        S.threads = None
+
+
 def gradients(S, rng):
     T = GC(S, rng)
     for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES[:8]):
@@ -353,6 +402,7 @@ def gradients(S, rng):
 def build(S, rng):
     forward(S, rng)
     gradients(S, rng)
+    wide_conv_gradients(S, rng)
     pooling(S, rng)
 
 

@@ -149,7 +149,7 @@ static const char *type_error(const Node *n) {
   case K_MOVE:
     for (int i = 0; i < n->nsrc; i++) {
       if (n->src[i]->dtype != n->dtype) return "movement changes dtype";
-      if (n->op != OP_RESHAPE && n->src[i]->ndim != n->ndim) return "movement changes rank";
+      if (n->op != OP_RESHAPE && n->op != OP_IM2COL && n->op != OP_COL2IM && n->src[i]->ndim != n->ndim) return "movement changes rank";
     }
     switch (n->op) {
     case OP_RESHAPE:
@@ -355,6 +355,15 @@ static int64_t move_ref(const Node *n, int64_t o, int *which) {
   case OP_TRANSPOSE: for (int d = 0; d < n->ndim; d++) sidx[n->a.i[d]] = idx[d]; break;
   case OP_BROADCAST: for (int d = 0; d < n->ndim; d++) sidx[d] = dimval(s->shape[d], SYMVAL) == 1 ? 0 : idx[d]; break;
   case OP_SLICE: for (int d = 0; d < n->ndim; d++) sidx[d] = n->a.i[d] + idx[d] * n->a.i[IR_MAXDIM + d]; break;
+  case OP_IM2COL: {   // [N, OH, OW, C, KH, KW] from [N, C, H, W]; -1 in the padding
+    const int64_t *w = n->a.i;
+    sidx[0] = idx[0], sidx[1] = idx[3];
+    for (int d = 0; d < 2; d++) {
+      sidx[2 + d] = idx[1 + d] * w[2 + d] - w[4 + d] + idx[4 + d] * w[6 + d];
+      if (sidx[2 + d] < 0 || sidx[2 + d] >= dimval(s->shape[2 + d], SYMVAL)) return -1;
+    }
+    break;
+  }
   case OP_PAD:
     for (int d = 0; d < n->ndim; d++) {
       int64_t q = idx[d] - n->a.i[d], st = n->a.i[IR_MAXDIM + d];
@@ -423,10 +432,24 @@ static double *eval(Interp *I, Node *n) {
     break;
   case K_REDUCE: reduce_ref(n, src[0], out); break;
   case K_MOVE:
+    if (n->op == OP_COL2IM) {   // IM2COL's adjoint: each window position adds into the pixel it read
+      const Node *cols = n->src[0];
+      const int64_t *w = n->a.i;
+      for (int64_t i = 0; i < nel(cols); i++) {
+        unrav(cols, i, idx);
+        int64_t px[4] = {idx[0], idx[3], 0, 0}, inside = 1;
+        for (int d = 0; d < 2; d++) {
+          px[2 + d] = idx[1 + d] * w[2 + d] - w[4 + d] + idx[4 + d] * w[6 + d];
+          inside &= px[2 + d] >= 0 && px[2 + d] < dimval(n->shape[2 + d], SYMVAL);
+        }
+        if (inside) out[rav(n, px)] += src[0][i];
+      }
+      break;
+    }
     for (int64_t i = 0; i < m; i++) {
       int which;
       int64_t j = move_ref(n, i, &which);
-      out[i] = j < 0 ? 0 : eval(I, n->src[which])[j];
+      out[i] = j >= 0 ? eval(I, n->src[which])[j] : n->op == OP_IM2COL && n->a.i[8] ? -INFINITY : 0;
     }
     break;
   case K_MATMUL: {
@@ -490,6 +513,34 @@ static int same_values(IrCtx *c, const IrGraph *a, const IrGraph *b, int trial, 
 
 // ---- golden cases ---------------------------------------------------------------------
 typedef IrGraph *(*Build)(IrCtx *c);
+
+// convgrad: col2im(reshape(dy @ w)) of an [N, C, H, W] image with a kh x kw
+// window (stride, padding top/left, dilation); dy [N*OH*OW, O], w [O, C*kh*kw].
+static IrGraph *col2im_of_product(IrCtx *c, const char *dy, const char *wt, int64_t n, int64_t ch, int64_t h, int64_t w, int64_t o, const int64_t *win) {
+  int64_t oh = (h + 2 * win[4] - win[6] * (win[0] - 1) - 1) / win[2] + 1, ow = (w + 2 * win[5] - win[7] * (win[1] - 1) - 1) / win[3] + 1;
+  char sa[64], sb[64];
+  snprintf(sa, sizeof sa, "%lld,%lld", (long long)(n * oh * ow), (long long)o);
+  snprintf(sb, sizeof sb, "%lld,%lld", (long long)o, (long long)(ch * win[0] * win[1]));
+  Node *mm = ir_matmul(c, input(c, dy, DT_F32, sa), input(c, wt, DT_F32, sb));
+  Dim six[6] = {dim_c(n), dim_c(oh), dim_c(ow), dim_c(ch), dim_c(win[0]), dim_c(win[1])};
+  return g1(c, ir_col2im(c, ir_reshape(c, mm, 6, six), win, h, w));
+}
+static IrGraph *convgrad_same(IrCtx *c) {   // 3x3, padding 1: dy's windows padded 1 both sides
+  int64_t win[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0};
+  return col2im_of_product(c, "dy", "w", 2, 16, 5, 5, 3, win);
+}
+static IrGraph *convgrad_dilated(IrCtx *c) {   // 3x2 dilated 1x2, padding 2 top (none bottom), 1 left and right
+  int64_t win[9] = {3, 2, 1, 1, 2, 1, 1, 2, 0};
+  Node *mm = ir_matmul(c, input(c, "dy", DT_F32, "30,2"), input(c, "w", DT_F32, "2,96"));
+  Dim six[6] = {dim_c(1), dim_c(6), dim_c(5), dim_c(16), dim_c(3), dim_c(2)};
+  return g1(c, ir_col2im(c, ir_reshape(c, mm, 6, six), win, 6, 5));
+}
+static IrGraph *convgrad_kept(IrCtx *c) {   // stride 2, or 4 channels: left as they are
+  int64_t s2[9] = {3, 3, 2, 2, 1, 1, 1, 1, 0}, s1[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0};
+  IrGraph *a = col2im_of_product(c, "dy", "w", 1, 16, 5, 5, 2, s2), *b = col2im_of_product(c, "dy2", "w2", 1, 4, 5, 5, 2, s1);
+  Node *outs[2] = {a->outs[0], b->outs[0]};
+  return graph(c, outs, 2);
+}
 typedef struct { const char *name, *passes; Build build; } Case;
 
 // fold
@@ -715,6 +766,9 @@ static const Case cases[] = {
     {"stability_softmax_by_hand", "stability", stab_softmax_by_hand},
     {"stability_cross_entropy", "simplify,stability", stab_cross_entropy},
     {"dce_unused_input", "simplify,dce", dce_unused_input},
+    {"convgrad_same", "convgrad,simplify", convgrad_same},
+    {"convgrad_dilated", "convgrad,simplify", convgrad_dilated},
+    {"convgrad_kept", "convgrad", convgrad_kept},
     {"pipeline_mlp", "fold,simplify,stability,dce", pipeline_mlp},
 };
 
@@ -750,6 +804,7 @@ static IrGraph *fold_wide(IrCtx *c, IrGraph *g) {
 static IrGraph *run_pass(IrCtx *c, const char *name, IrGraph *g) {
   if (!strcmp(name, "fold")) return fold_wide(c, g);
   if (!strcmp(name, "simplify")) return pass_simplify(c, g);
+  if (!strcmp(name, "convgrad")) return pass_convgrad(c, g);
   if (!strcmp(name, "stability")) return pass_stability(c, g);
   if (!strcmp(name, "dce")) return pass_dce(c, g);
   return NULL;
