@@ -90,6 +90,10 @@ typedef struct {
     void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
     // The same with mr whole rows of a row-major A read in place, a[i*lda + p].
     void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc);
+    // Packs one whole B panel, b(p, j) at b[p*rs + j*cs] for p < k, j < nr, into
+    // dst[p*nr + j] with this instruction set's moves when B is row-major (cs == 1)
+    // or column-major (rs == 1); 0 (nothing written) otherwise. NULL: none.
+    int (*pack_b)(int64_t k, const float *b, int64_t rs, int64_t cs, float *dst);
 } GemmKern;
 // The kernel for a kiln kind on this CPU; NULL if the CPU lacks it.
 const GemmKern *gemm_kern_pick(int kind);
