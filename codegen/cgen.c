@@ -325,8 +325,16 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   // loop then vectorizes (one chain of dependent adds limits a plain loop to
   // one element per add latency), and the order is the same on every CPU and
   // thread count. Short loops (a 2x2 window) keep one accumulator.
+  // A short innermost loop under longer reduced ones (a bias's gradient
+  // summed over N, H, W with W = 14; over 64 terms) keeps one partial sum per
+  // position along it instead, added in order at the end: the short loop
+  // vectorizes, the order is again the same everywhere.
   int lanes = n->op == OP_SUM && (s->shape[last].sym || s->shape[last].k >= 2 * SUM_LANES);
+  int64_t outer_terms = const_prod(red, 0, nred - 1);
+  int short_lanes = n->op == OP_SUM && !lanes && s->shape[last].k > 1 &&
+                    (outer_terms == 0 || outer_terms * s->shape[last].k > 64);   // 0: symbolic
   if (lanes) cg_line(g, "%s lane[%d] = {0};", cg_ctype(acc), SUM_LANES);
+  if (short_lanes) cg_line(g, "%s lane[%lld] = {0};", cg_ctype(acc), (long long)s->shape[last].k);
   for (int i = 0; i < s->ndim; i++) {
     if (!(axes & (1u << i))) continue;
     snprintf(ix->idx[i], sizeof ix->idx[i], "r%d", i);
@@ -356,7 +364,8 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     cg_line(g, "for (int64_t r%d = 0; r%d < %s; r%d++) {", last, last, d, last);
   }
   g->ind++;
-  reduce_step(g, n, acc, "acc", cg_value(g, s, ix));
+  if (short_lanes) cg_line(g, "lane[r%d] += (%s)%s;", last, cg_ctype(acc), cg_value(g, s, ix));
+  else reduce_step(g, n, acc, "acc", cg_value(g, s, ix));
   g->ind--;
   cg_line(g, "}");
   g->nmemo = mark;
@@ -367,6 +376,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
       cg_line(g, "for (int u = 0; u < %d; u++) lane[u] += lane[u + %d];", w, w);
     cg_line(g, "acc += lane[0];");
   }
+  if (short_lanes) cg_line(g, "for (int u = 0; u < %lld; u++) acc += lane[u];", (long long)s->shape[last].k);
   cg_line(g, "b%d[%s++] = (%s)%s;", K->out, q, cg_ctype(n->dtype), arg ? "best" : "acc");
   while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
   end_kernel(g);

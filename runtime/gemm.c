@@ -455,7 +455,7 @@ static int packed(KRt *rt, Gemm *g, int64_t batch) {
     float *buf = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
     if (!buf) return 0;
     if (g->win) {
-        win_setup(g->win, buf, (int)g->kern->mr);
+        win_setup(g->win, buf, (int)g->kern->mr, rt);
         g->a = g->win->x;
     }
     g->ws = buf + pre;

@@ -54,21 +54,32 @@ static int64_t padded_floats(const Win *w) {
     return w->n * w->c * (w->pt + w->h + w->pb) * (w->pl + w->w + w->pr);
 }
 
-static void pad_into(Win *w, float *p) {
+typedef struct { const Win *w; float *p; } Pad;
+
+// Planes (image, channel) [lo, hi) of the padded copy.
+static void pad_planes(void *ctx, int64_t lo, int64_t hi) {
+    const Pad *pd = ctx;
+    const Win *w = pd->w;
     int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr;
-    const float *x = w->x;
-    for (int64_t i = 0; i < w->n * w->c; i++) {
-        float *d = p + i * hp * wp;
-        const float *s = x + i / w->c * w->sn + i % w->c * w->sc;
+    for (int64_t i = lo; i < hi; i++) {
+        float *d = pd->p + i * hp * wp;
+        const float *s = (const float *)w->x + i / w->c * w->sn + i % w->c * w->sc;
         memset(d, 0, sizeof(float) * w->pt * wp);
         for (int64_t y = 0; y < w->h; y++) {
             float *r = d + (w->pt + y) * wp;
             for (int64_t q = 0; q < w->pl; q++) r[q] = 0;
-            for (int64_t q = 0; q < w->w; q++) r[w->pl + q] = s[y * w->sh + q * w->sw];
+            if (w->sw == 1) memcpy(r + w->pl, s + y * w->sh, sizeof(float) * w->w);
+            else for (int64_t q = 0; q < w->w; q++) r[w->pl + q] = s[y * w->sh + q * w->sw];
             for (int64_t q = w->pl + w->w; q < wp; q++) r[q] = 0;
         }
         memset(d + (w->pt + w->h) * wp, 0, sizeof(float) * w->pb * wp);
     }
+}
+
+static void pad_into(Win *w, float *p, KRt *rt) {
+    int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr;
+    Pad pd = {w, p};
+    rt_parallel_for(rt, pad_planes, &pd, w->n * w->c, 1 + 65536 / (hp * wp));
     w->x = p;
     w->h = hp, w->w = wp, w->pt = w->pl = w->pb = w->pr = 0;
     w->sw = 1, w->sh = wp, w->sc = hp * wp, w->sn = w->c * hp * wp;
@@ -126,9 +137,9 @@ int64_t win_scratch_floats(const Win *w) {
     return padded_floats(w) + 2 * w->taps + 16;   // taps' offsets are int64_t
 }
 
-void win_setup(Win *w, float *scratch, int mr) {
+void win_setup(Win *w, float *scratch, int mr, KRt *rt) {
     int64_t pf = padded_floats(w);
-    if (pf) pad_into(w, scratch);
+    if (pf) pad_into(w, scratch, rt);
     if (w->sw != 1) return;
     int64_t *toff = (int64_t *)(scratch + (pf + 1) / 2 * 2);
     Tap t = tap_of(w, 0);

@@ -123,7 +123,8 @@ int64_t win_scratch_floats(const Win *w);
 // Before packing: points w at its padded copy, written into scratch (so the
 // packers copy runs without testing the image's edges), fills in the taps'
 // offsets and whether the packers may use this CPU's vector moves (mr <= 16).
-void win_setup(Win *w, float *scratch, int mr);
+// The copy runs on rt's threads.
+void win_setup(Win *w, float *scratch, int mr, KRt *rt);
 // An A micro-panel of rows [r0, r0+rows) (pixels; zero past rows, up to mr) and
 // depth [q0, q0+kb) (taps): dst[p*mr + i], as gemm.c's pack_a lays it out.
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst);

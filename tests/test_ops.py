@@ -373,6 +373,14 @@ def reductions(S, rng):
               expect_close(x4.sum(ax), rtol=1e-5, atol=1e-6))
         S.add("reduce max 4-D axis=%s keepdims" % list(ax), [], "max(%s, axis=%s, keepdims=true)" % (lit(x4), list(ax)),
               expect_exact(x4.max(ax, keepdims=True)))
+    # a short innermost reduced axis under longer ones (partial sums per
+    # position along it, cgen.c): a bias gradient's sum over N, H, W
+    x5 = f32(rng.standard_normal((5, 3, 6, 7)))
+    for ax in ((0, 2, 3), (2, 3), (0, 3)):
+        S.add("reduce sum short inner axis=%s" % list(ax), [], "sum(%s, axis=%s)" % (lit(x5), list(ax)),
+              expect_close(x5.sum(ax), rtol=1e-5, atol=1e-6))
+    S.add("reduce mean short inner axis=[0, 2, 3]", [], "mean(%s, axis=[0, 2, 3])" % lit(x5),
+          expect_close(x5.mean((0, 2, 3)), rtol=1e-5, atol=1e-6))
     S.add("reduce sum of bools counts", [], "sum(%s > 0)" % lit(x4), expect_exact((x4 > 0).sum()))
     S.add("reduce mean of bools", [], "mean(%s > 0)" % lit(x4), expect_close((x4 > 0).mean(), rtol=1e-6))
     S.add("reduce argmax with nan (NumPy: the first nan)", [], "argmax(%s / %s)" % (lit([1.0, 0.0, 5.0, 0.0]), lit([1.0, 0.0, 1.0, 0.0])),
