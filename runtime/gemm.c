@@ -481,11 +481,17 @@ static void transpose_problem(Gemm *g) {
 // transposed (a weight gradient x^T @ dy with few outputs) is cheaper as C^T =
 // B^T A^T: the kernel's mr rows cover the few columns with less padding than
 // its nr columns do, and A^T becomes a row-major B, packed by rows. Measured
-// on logreg's 784x10x64 (x^T @ dlogits): 25 -> 17.5 us. With A row-major the
-// swap would gather A^T element by element (64x10x784: 26 -> 42 us), so not.
+// on logreg's 784x10x64 (x^T @ dlogits): 25 -> 17.5 us. A row-major A becomes
+// a column-major B, which the kernel's packer transposes 8 x 8 in registers:
+// worth it while A is small (logreg's 64x10x784, x @ W: 25.5 -> 17.4 us), not
+// for a large one that is otherwise read in place (10000x10x784: 0.41 -> 0.51
+// ms), so only up to a quarter of L2.
 static int narrow_transposed(const Gemm *g) {
     const GemmKern *kn = g->kern;
-    if (g->c_cs != 1 || g->a_rs != 1 || g->a_cs == 1 || g->n >= kn->nr) return 0;
+    pthread_once(&caches_once, read_caches);
+    int a_trans = g->a_rs == 1 && g->a_cs != 1;
+    int a_rows = g->a_cs == 1 && g->a_rs != 1 && kn->pack_b && g->m * g->k * 4 <= l2_bytes / 4;
+    if (g->c_cs != 1 || !(a_trans || a_rows) || g->n >= kn->nr) return 0;
     return round_up(g->n, kn->mr) * round_up(g->m, kn->nr) < round_up(g->m, kn->mr) * round_up(g->n, kn->nr);
 }
 

@@ -592,6 +592,9 @@ static void test_gemm_kernels(void) {
                 // Few columns, A stored transposed: computed as C^T = B^T A^T
                 layout_case(3 * nr + 2, 10, 77, L_TRANS, L_ROW, L_ROW, 0),
                 layout_case(5 * nr + 1, 3, kc + 1, L_TRANS, L_TRANS, L_ROW, 1),
+                // ... and a small row-major A, transposed 8 x 8 by the B packer
+                layout_case(2 * nr + 5, 10, 77, L_ROW, L_ROW, L_ROW, 0),
+                layout_case(2 * nr, 3, kc + 9, L_ROW, L_TRANS, L_ROW, 1),
             };
             for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
                 cases++;
