@@ -144,6 +144,7 @@ int rt_session_forward(RtSession *s, const RtTensor *ins, RtTensor *out, char *e
 int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err,
                           size_t errlen);
 int64_t rt_session_steps(const RtSession *s);   // optimizer steps taken
+int rt_session_threads(const RtSession *s);     // its pool's threads (rt_threads)
 int rt_session_epoch(const RtSession *s);        // epochs completed (saved in checkpoints)
 void rt_session_set_epoch(RtSession *s, int epoch);
 // The evaluate statement's metrics over a data set (limit > 0: the first limit examples).

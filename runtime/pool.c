@@ -189,6 +189,8 @@ static int ncpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
+int rt_cpus(void) { return ncpus(); }
+
 static int default_threads(void) {
     const char *s = getenv("KILN_THREADS");
     if (s && *s) {
