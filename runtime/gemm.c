@@ -436,7 +436,8 @@ static void block_sizes(Gemm *g) {
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
     g->mc = min64(mc, round_up(g->mb, kn->mr));
     // Packed A: an MC x KC block, or only one (the last, partial) micro-panel.
-    g->a_pack = round_up((by_panel ? kn->mr : g->mc) * g->kc, 16);
+    // (16 floats more: the window packers store whole vectors, past the last row.)
+    g->a_pack = round_up((by_panel ? kn->mr : g->mc) * g->kc, 16) + 16;
     g->nc = min64(nc, round_up(g->nb, kn->nr));
 }
 

@@ -157,7 +157,10 @@ void win_setup(Win *w, float *scratch, int mr, KRt *rt) {
 // one pixel's taps) is a few runs contiguous in the image, each gathered into
 // its lanes by one masked load, and the line is one masked store (its lanes
 // past the panel's rows zero). A run's load is addressed so that its first lane
-// reads its first value; the lanes outside its mask are not read.
+// reads its first value; the lanes outside its mask are not read. The line is
+// stored as a whole vector: its lanes past mr land on the next line, written
+// next (gemm.c leaves 16 floats of room past a panel for the last one); a
+// masked store of a line that crosses a cache line costs several times more.
 static inline const float *lane_base(const float *x, int64_t off) {
     return (const float *)((uintptr_t)x + (uintptr_t)off * sizeof(float));
 }
@@ -165,7 +168,7 @@ static inline const float *lane_base(const float *x, int64_t off) {
 AVX512 static void pack_pixels_avx512(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb,
                                       float *dst) {
     int64_t base[MAX_WIN_MR + 1];
-    __mmask16 mask[MAX_WIN_MR + 1], all = (__mmask16)((1u << mr) - 1);
+    __mmask16 mask[MAX_WIN_MR + 1];
     int nrun = 0;
     for (int64_t i = 0; i < rows; nrun++) {
         Pixel px = pixel_of(w, r0 + i);
@@ -179,14 +182,13 @@ AVX512 static void pack_pixels_avx512(const Win *w, int mr, int64_t r0, int64_t 
     for (int64_t p = 0; p < kb; p++) {
         __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, base[0] + toff[p]));
         for (int r = 1; r < nrun; r++) v = _mm512_mask_loadu_ps(v, mask[r], lane_base(x, base[r] + toff[p]));
-        _mm512_mask_storeu_ps(dst + p * mr, all, v);
+        _mm512_storeu_ps(dst + p * mr, v);
     }
 }
 
 AVX512 static void pack_taps_avx512(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb,
                                     float *dst) {
     const float *x = w->x;
-    __mmask16 all = (__mmask16)((1u << mr) - 1);
     for (int64_t ir = 0; ir < mb; ir += mr) {
         int64_t rows = mb - ir < mr ? mb - ir : mr, off[MAX_WIN_MR];
         __mmask16 mask[MAX_WIN_MR];
@@ -204,7 +206,7 @@ AVX512 static void pack_taps_avx512(const Win *w, int mr, int64_t q0, int64_t mb
         for (int64_t p = 0; p < kb; p++, d += mr) {
             __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, pix + off[0]));
             for (int g = 1; g < nseg; g++) v = _mm512_mask_loadu_ps(v, mask[g], lane_base(x, pix + off[g]));
-            _mm512_mask_storeu_ps(d, all, v);
+            _mm512_storeu_ps(d, v);
             pix += w->strw;
             if (++ow == w->ow) {
                 px = pixel_of(w, p0 + p + 1);
