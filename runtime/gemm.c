@@ -106,6 +106,7 @@ typedef struct {
     // The packed path (f32, kind kiln*):
     const GemmKern *kern;
     int64_t mc, kc, nc;   // block sizes, multiples of the kernel's mr, -, nr
+    int64_t kc_keep;      // KC as the untransposed problem had it (0: choose)
     float *ws;   // packing buffers, slot_floats per thread slot
     int64_t a_pack, slot_floats, nslots, nbatch;   // floats per slot, A's first
     int transposed;   // computing C^T = B^T A^T (C was column-major)
@@ -422,6 +423,9 @@ void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc) {
     *nc = n < kn->nr ? kn->nr : n;
 }
 
+// KC for a narrow B of nb columns read against rows of A in place.
+static int64_t deep_kc(const GemmKern *kn, int64_t nb) { return l2_bytes / 4 / (4 * round_up(nb, kn->nr)); }
+
 // No bigger than the tile needs: small products pack small buffers.
 static void block_sizes(Gemm *g) {
     const GemmKern *kn = g->kern;
@@ -431,8 +435,9 @@ static void block_sizes(Gemm *g) {
     // Rows of windows go a micro-panel at a time, as a row-major A does, with
     // the same KC, so the sums are the materialized matrix's to the bit.
     int by_panel = g->direct_a || (g->win && !g->win->taps_rows);
-    int64_t deep = l2_bytes / 4 / (4 * round_up(g->nb, kn->nr));
+    int64_t deep = deep_kc(kn, g->nb);
     if (by_panel && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
+    if (g->kc_keep) kc = g->kc_keep;
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
     g->mc = min64(mc, round_up(g->mb, kn->mr));
     // Packed A: an MC x KC block, or only one (the last, partial) micro-panel.
@@ -486,14 +491,22 @@ static void transpose_problem(Gemm *g) {
 // a column-major B, which the kernel's packer transposes 8 x 8 in registers:
 // worth it while A is small (logreg's 64x10x784, x @ W: 25.5 -> 17.4 us), not
 // for a large one that is otherwise read in place (10000x10x784: 0.41 -> 0.51
-// ms), so only up to a quarter of L2.
-static int narrow_transposed(const Gemm *g) {
+// ms), so only up to a quarter of L2. Either way each element of C is the
+// same chain of multiply-adds over the same KC panels (the swap keeps the
+// problem's KC), so which way a product runs, which depends on its number of
+// rows (a batch), never changes a bit of a row's result. 0: keep; else the
+// KC to keep (1 when the orientations pick the same one).
+static int64_t narrow_transposed(const Gemm *g) {
     const GemmKern *kn = g->kern;
     pthread_once(&caches_once, read_caches);
     int a_trans = g->a_rs == 1 && g->a_cs != 1;
     int a_rows = g->a_cs == 1 && g->a_rs != 1 && kn->pack_b && g->m * g->k * 4 <= l2_bytes / 4;
     if (g->c_cs != 1 || !(a_trans || a_rows) || g->n >= kn->nr) return 0;
-    return round_up(g->n, kn->mr) * round_up(g->m, kn->nr) < round_up(g->m, kn->mr) * round_up(g->n, kn->nr);
+    if (round_up(g->n, kn->mr) * round_up(g->m, kn->nr) >= round_up(g->m, kn->mr) * round_up(g->n, kn->nr)) return 0;
+    if (a_trans) return 1;   // packed A both ways: the default KC both ways
+    int64_t mc, kc, nc, deep = deep_kc(kn, g->n);   // rows in place against a narrow B
+    gemm_blocks(kn, &mc, &kc, &nc);
+    return deep > kc ? deep : kc;
 }
 
 // KILN_GEMM: kiln (or kiln-avx512, kiln-avx2, kiln-c), blis or loops; the default
@@ -588,7 +601,9 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     int kind = rt_gemm_kind(rt);
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
         Gemm t = *g;
-        if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || narrow_transposed(&t))) transpose_problem(&t);
+        int64_t keep = t.win ? 0 : narrow_transposed(&t);
+        if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || keep)) transpose_problem(&t);
+        if (keep > 1) t.kc_keep = keep;
         plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
         if (packed(rt, &t, batch)) return;
     }
