@@ -559,3 +559,18 @@ const char *cg_compute(Gen *g, Node *n, Index *ix) {
     abort();  // reductions, matmuls and row ops always have buffers (fuse.c)
   }
 }
+
+char *cg_stamp(char *text, size_t n, char pfx[32]) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  snprintf(pfx, 32, "kiln_%016" PRIx64, h);
+  Str fin = {0};
+  for (const char *p = text; *p;) {
+    const char *q = strstr(p, "KILN_PFX");
+    if (!q) { str_put(&fin, "%s", p); break; }
+    str_put(&fin, "%.*s%s", (int)(q - p), p, pfx);
+    p = q + 8;
+  }
+  free(text);
+  return fin.s;
+}

@@ -867,20 +867,8 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
   free(host.s);
   free(g.memo);
   free(g.indices);
-  // Name the entry points after the text itself (the placeholder hashed as is).
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < body.n; i++) h = (h ^ (unsigned char)body.s[i]) * 1099511628211ull;
   char pfx[32];
-  snprintf(pfx, sizeof pfx, "kiln_%016" PRIx64, h);
-  Str fin = {0};
-  for (const char *p = body.s; *p;) {
-    const char *q = strstr(p, "KILN_PFX");
-    if (!q) { str_put(&fin, "%s", p); break; }
-    str_put(&fin, "%.*s%s", (int)(q - p), p, pfx);
-    p = q + 8;
-  }
-  free(body.s);
-  cs->src = fin.s;
+  cs->src = cg_stamp(body.s, body.n, pfx);
   snprintf(cs->entry, sizeof cs->entry, "%s_entry", pfx);
   snprintf(cs->call, sizeof cs->call, "%s_call", pfx);
   snprintf(cs->workspace, sizeof cs->workspace, "%s_workspace", pfx);

@@ -50,5 +50,9 @@ int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]);   // offs
 int cg_declare_view(Gen *g, Node *n, const char *p);                     // `P off`, `P s0`..; the buffer
 int cg_flat_kernel(const Schedule *s, const Kernel *K);                  // reads all at the element it writes
 void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
+// text (n bytes, freed) with each KILN_PFX replaced by kiln_<64-bit FNV-1a hash
+// of the text as it is>, also written to pfx: entry points are named after
+// what they compute, so equal programs share compiled code and names.
+char *cg_stamp(char *text, size_t n, char pfx[32]);
 
 #endif

@@ -485,20 +485,8 @@ int cg_emit_cuda(const Schedule *s, CudaSource *cs, char *err, size_t errlen) {
   plan_comment(&body, cs);
   free(g.memo);
   free(g.indices);
-  // Name the kernels after the text (the placeholder hashed as is), as cgen.c does.
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < body.n; i++) h = (h ^ (unsigned char)body.s[i]) * 1099511628211ull;
   char pfx[32];
-  snprintf(pfx, sizeof pfx, "kiln_%016" PRIx64, h);
-  Str fin = {0};
-  for (const char *p = body.s; *p;) {
-    const char *q = strstr(p, "KILN_PFX");
-    if (!q) { str_put(&fin, "%s", p); break; }
-    str_put(&fin, "%.*s%s", (int)(q - p), p, pfx);
-    p = q + 8;
-  }
-  free(body.s);
-  cs->src = fin.s;
+  cs->src = cg_stamp(body.s, body.n, pfx);   // the kernels named after the text, as cgen.c's
   for (int i = 0; i < cs->nsteps; i++)
     if (cs->steps[i].kind == CU_KERNEL) snprintf(cs->steps[i].name, sizeof cs->steps[i].name, "%s_k%d", pfx, cs->steps[i].k);
   (void)err; (void)errlen;

@@ -163,18 +163,17 @@ static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t
         for (int j = 0; j < nr; j++) d[p * nr + j] = b[j * cs + p];
 }
 
-AVX2 static int pack_b_avx2(int64_t k, const float *b, int64_t rs, int64_t cs, float *d) {
-    if (cs == 1) {
-        for (int64_t p = 0; p < k; p++) {
-            _mm256_store_ps(d + p * Y_NR, _mm256_loadu_ps(b + p * rs));
-            _mm256_store_ps(d + p * Y_NR + 8, _mm256_loadu_ps(b + p * rs + 8));
-        }
-        return 1;
+// A whole B panel of nr columns: row-major rows copied (a constant-size copy,
+// which the target's vector moves do), column-major ones transposed.
+#define DEFINE_PACK_B(NAME, TARGET, NR)                                               \
+    TARGET static int NAME(int64_t k, const float *b, int64_t rs, int64_t cs, float *d) { \
+        if (cs == 1)                                                                  \
+            for (int64_t p = 0; p < k; p++) memcpy(d + p * NR, b + p * rs, NR * sizeof(float)); \
+        else if (rs == 1)                                                             \
+            pack_cols(NR, k, b, cs, d);                                               \
+        return cs == 1 || rs == 1;                                                    \
     }
-    if (rs != 1) return 0;
-    pack_cols(Y_NR, k, b, cs, d);
-    return 1;
-}
+DEFINE_PACK_B(pack_b_avx2, AVX2, Y_NR)
 
 AVX2 static void kern_avx2(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
     body_avx2(k, a, ak, 1, b, c, ldc, acc);
@@ -183,18 +182,7 @@ AVX2 static void rows_avx2(int64_t k, const float *a, int64_t lda, const float *
     body_avx2(k, a, 1, lda, b, c, ldc, acc);
 }
 
-AVX512 static int pack_b_avx512(int64_t k, const float *b, int64_t rs, int64_t cs, float *d) {
-    if (cs == 1) {
-        for (int64_t p = 0; p < k; p++) {
-            _mm512_store_ps(d + p * Z_NR, _mm512_loadu_ps(b + p * rs));
-            _mm512_store_ps(d + p * Z_NR + 16, _mm512_loadu_ps(b + p * rs + 16));
-        }
-        return 1;
-    }
-    if (rs != 1) return 0;
-    pack_cols(Z_NR, k, b, cs, d);
-    return 1;
-}
+DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 #endif
 
 static const GemmKern kerns[] = {
