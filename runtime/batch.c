@@ -98,6 +98,11 @@ static int64_t batch_size(const RtBatcher *b, int64_t k) {
     return b->ds.n - lo < b->batch ? b->ds.n - lo : b->batch;
 }
 
+// Rows ahead whose memory a batch's gather asks for while it copies the
+// current one: shuffled rows are scattered over the data set, so each row's
+// first lines would otherwise wait on memory one row at a time.
+#define AHEAD 4
+
 // Fills dst (one tensor per column) with batch k of the current order.
 static void assemble(const RtBatcher *b, int64_t k, RtTensor *dst) {
     int64_t lo = k * b->batch, m = batch_size(b, k);
@@ -108,6 +113,10 @@ static void assemble(const RtBatcher *b, int64_t k, RtTensor *dst) {
         for (int64_t i = 0; i < m; i++) {
             int64_t e = b->perm ? b->perm[lo + i] : lo + i;
             const char *s = (const char *)src->data + (size_t)e * in;
+            if (b->perm && i + AHEAD < m) {   // shuffled rows are far apart: ask for one AHEAD rows on now
+                const char *f = (const char *)src->data + (size_t)b->perm[lo + i + AHEAD] * in;
+                for (size_t o = 0; o < in; o += 64) __builtin_prefetch(f + o, 0, 3);
+            }
             char *d = (char *)dst[c].data + (size_t)i * out;
             if (src->dtype == b->want[c])
                 memcpy(d, s, in);
