@@ -574,3 +574,22 @@ char *cg_stamp(char *text, size_t n, char pfx[32]) {
   free(text);
   return fin.s;
 }
+
+void cg_row_offsets(Gen *g, Node *x, int ax, int labels) {
+  int nd = x->ndim;
+  char d[64], ostr[96];
+  cg_line(g, "int64_t q = row, xo = xoff, oo = 0, lo_ = 0; (void)oo; (void)lo_;");
+  for (int i = nd - 1; i >= 0; i--) {
+    if (i == ax) continue;
+    cg_dim(d, sizeof d, x->shape[i]);
+    cg_prod(ostr, sizeof ostr, x->shape, i + 1, nd);
+    cg_line(g, "{ int64_t r = q %% %s; q /= %s; xo += r*xs%d; oo += r*%s; }", d, d, i, ostr);
+  }
+  if (!labels) return;
+  cg_line(g, "{ int64_t q2 = row;");
+  for (int i = nd - 2; i >= 0; i--) {
+    cg_dim(d, sizeof d, x->shape[i]);
+    cg_line(g, "  { int64_t r = q2 %% %s; q2 /= %s; lo_ += r*ls%d; }", d, d, i);
+  }
+  cg_line(g, "}");
+}

@@ -647,7 +647,7 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
   int ax = (int)n->a.i[0], nd = x->ndim;
   int f32 = n->dtype == DT_F32;
   const char *T = cg_ctype(n->dtype), *EXP = f32 ? "expf" : "exp", *LOG = f32 ? "logf" : "log";
-  char L[64], d[64], ostr[IR_MAXDIM][96];
+  char L[64], ostr[IR_MAXDIM][96];
   cg_dim(L, sizeof L, x->shape[ax]);
   begin_kernel(g, K, k);
   int bx = declare_view(g, x, "x");
@@ -655,24 +655,7 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
   for (int i = 0; i < nd; i++) cg_prod(ostr[i], 96, x->shape, i + 1, nd);
   cg_line(g, "for (int64_t row = lo; row < hi; row++) {");
   g->ind++;
-  cg_line(g, "int64_t q = row, xo = xoff, oo = 0, lo_ = 0; (void)oo; (void)lo_;");
-  int li = 0;
-  for (int i = nd - 1; i >= 0; i--) {
-    if (i == ax) continue;
-    cg_dim(d, sizeof d, x->shape[i]);
-    cg_line(g, "{ int64_t r = q %% %s; q /= %s; xo += r*xs%d; oo += r*%s;%s }", d, d, i, ostr[i],
-            bl >= 0 ? "" : "");
-    (void)li;
-  }
-  if (bl >= 0) {
-    // labels have x's shape without the class axis (the last one).
-    cg_line(g, "{ int64_t q2 = row;");
-    for (int i = nd - 2; i >= 0; i--) {
-      cg_dim(d, sizeof d, x->shape[i]);
-      cg_line(g, "  { int64_t r = q2 %% %s; q2 /= %s; lo_ += r*ls%d; }", d, d, i);
-    }
-    cg_line(g, "}");
-  }
+  cg_row_offsets(g, x, ax, bl >= 0);
   cg_line(g, "%s m = -INFINITY;", T);
   cg_line(g, "for (int64_t j = 0; j < %s; j++) { %s v = b%d[xo + j*xs%d]; if (v > m || v != v) m = v; }", L, T, bx, ax);
   cg_line(g, "if (m == -INFINITY) m = 0;  // all -inf: avoid inf - inf");

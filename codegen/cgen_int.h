@@ -50,6 +50,10 @@ int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]);   // offs
 int cg_declare_view(Gen *g, Node *n, const char *p);                     // `P off`, `P s0`..; the buffer
 int cg_flat_kernel(const Schedule *s, const Kernel *K);                  // reads all at the element it writes
 void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
+// A row op's row `row` of x (every axis but ax) as offsets: xo into x (from
+// xoff and its strides xs<i>), oo into the contiguous output and, with
+// labels, lo_ into them (strides ls<i>; x's shape without its last axis).
+void cg_row_offsets(Gen *g, Node *x, int ax, int labels);
 // text (n bytes, freed) with each KILN_PFX replaced by kiln_<64-bit FNV-1a hash
 // of the text as it is>, also written to pfx: entry points are named after
 // what they compute, so equal programs share compiled code and names.

@@ -336,7 +336,7 @@ static void row_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   int ax = (int)n->a.i[0], nd = x->ndim;
   int f32 = n->dtype == DT_F32;
   const char *T = cg_ctype(n->dtype), *EXP = f32 ? "expf" : "exp", *LOG = f32 ? "logf" : "log";
-  char L[64], d[64], ostr[IR_MAXDIM][96];
+  char L[64], ostr[IR_MAXDIM][96];
   cg_dim(L, sizeof L, x->shape[ax]);
   Dim rows[IR_MAXDIM];
   int nrows = 0;
@@ -350,20 +350,7 @@ static void row_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   cg_line(g, "__shared__ %s sh[%d];", T, BLOCK / 32);
   cg_line(g, "for (int64_t row = blockIdx.x; row < %s; row += gridDim.x) {", st->work);
   g->ind++;
-  cg_line(g, "int64_t q = row, xo = xoff, oo = 0, lo_ = 0; (void)oo; (void)lo_;");
-  for (int i = nd - 1; i >= 0; i--) {
-    if (i == ax) continue;
-    cg_dim(d, sizeof d, x->shape[i]);
-    cg_line(g, "{ int64_t r = q %% %s; q /= %s; xo += r*xs%d; oo += r*%s; }", d, d, i, ostr[i]);
-  }
-  if (bl >= 0) {   // labels have x's shape without the class axis (the last one)
-    cg_line(g, "{ int64_t q2 = row;");
-    for (int i = nd - 2; i >= 0; i--) {
-      cg_dim(d, sizeof d, x->shape[i]);
-      cg_line(g, "  { int64_t r = q2 %% %s; q2 /= %s; lo_ += r*ls%d; }", d, d, i);
-    }
-    cg_line(g, "}");
-  }
+  cg_row_offsets(g, x, ax, bl >= 0);
   cg_line(g, "%s m = -INFINITY;", T);
   cg_line(g, "for (int64_t j = threadIdx.x; j < %s; j += blockDim.x) m = kiln_max2(m, b%d[xo + j*xs%d]);", L, bx, ax);
   cg_line(g, "m = kiln_block_max(m, sh);");

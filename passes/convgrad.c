@@ -17,8 +17,9 @@ static Node *transposed_conv(IrCtx *c, Node *n, void *ud) {
   (void)ud;
   if (n->op != OP_COL2IM) return NULL;
   const int64_t *win = n->a.i;
-  Node *cols = n->src[0], *mm = cols->src[0];
-  if (win[2] != 1 || win[3] != 1 || cols->op != OP_RESHAPE || mm->op != OP_MATMUL) return NULL;
+  Node *cols = n->src[0];
+  if (win[2] != 1 || win[3] != 1 || cols->op != OP_RESHAPE || cols->src[0]->op != OP_MATMUL) return NULL;
+  Node *mm = cols->src[0];
   Node *a = mm->src[0], *b = mm->src[1];
   if (mm->ndim != 2 || a->ndim != 2 || b->ndim != 2 || !ir_is_float(mm->dtype)) return NULL;
   int64_t kh = win[0], kw = win[1], pt = win[4], pl = win[5], dh = win[6], dw = win[7];
