@@ -86,7 +86,7 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
   char err[512];
   Run *run = &trainer(ev)->run;
   rt_batcher_free(run->eval_batches);
-  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, rt_cpus() > rt_threads(ev->pipe.rt), err, sizeof err);
+  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, rt_spare_cpu(rt_threads(ev->pipe.rt)), err, sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
   MetricsRun mr = {ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
   RtTensor *out = arena_alloc(ev->arena, sizeof *out * (m->n + 1));

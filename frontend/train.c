@@ -398,7 +398,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
   for (int i = 0; i < st.nin; i++) if (st.in_col[i] >= 0) want[st.in_col[i]] = (RtDType)st.ins[i]->dtype;
   char err[1024];
-  RtBatcher *b = run->batches = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, rt_cpus() > rt_threads(ev->pipe.rt), err,
+  RtBatcher *b = run->batches = rt_batcher_new(ds, ts.batch, ts.shuffle, ts.seed, want, rt_spare_cpu(rt_threads(ev->pipe.rt)), err,
                                                   sizeof err);
   if (!b) ev_fail(ev, s->span, "%s", err);
   if (!t->metrics && !(t->metrics = rt_metrics_new(ev->topts.log, err, sizeof err))) ev_fail(ev, s->span, "%s", err);

@@ -495,7 +495,7 @@ static void transpose_problem(Gemm *g) {
 // same chain of multiply-adds over the same KC panels (the swap keeps the
 // problem's KC), so which way a product runs, which depends on its number of
 // rows (a batch), never changes a bit of a row's result. 0: keep; else the
-// KC to keep (1 when the orientations pick the same one).
+// KC the untransposed product runs with, for the swapped one to keep.
 static int64_t narrow_transposed(const Gemm *g) {
     const GemmKern *kn = g->kern;
     pthread_once(&caches_once, read_caches);
@@ -503,10 +503,9 @@ static int64_t narrow_transposed(const Gemm *g) {
     int a_rows = g->a_cs == 1 && g->a_rs != 1 && kn->pack_b && g->m * g->k * 4 <= l2_bytes / 4;
     if (g->c_cs != 1 || !(a_trans || a_rows) || g->n >= kn->nr) return 0;
     if (round_up(g->n, kn->mr) * round_up(g->m, kn->nr) >= round_up(g->m, kn->mr) * round_up(g->n, kn->nr)) return 0;
-    if (a_trans) return 1;   // packed A both ways: the default KC both ways
-    int64_t mc, kc, nc, deep = deep_kc(kn, g->n);   // rows in place against a narrow B
+    int64_t mc, kc, nc, deep = deep_kc(kn, g->n);
     gemm_blocks(kn, &mc, &kc, &nc);
-    return deep > kc ? deep : kc;
+    return a_rows && deep > kc ? deep : kc;   // block_sizes' KC: rows read in place against a narrow B go deep
 }
 
 // KILN_GEMM: kiln (or kiln-avx512, kiln-avx2, kiln-c), blis or loops; the default
@@ -603,7 +602,7 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
         Gemm t = *g;
         int64_t keep = t.win ? 0 : narrow_transposed(&t);
         if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || keep)) transpose_problem(&t);
-        if (keep > 1) t.kc_keep = keep;
+        t.kc_keep = keep;
         plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
         if (packed(rt, &t, batch)) return;
     }

@@ -466,7 +466,7 @@ int rt_session_evaluate(RtSession *s, const RtDataset *ds, int64_t limit, double
     if (a->col >= ds->ncol) return fail(err, errlen, "%s has %d columns; input '%s' needs column %d", ds->source, ds->ncol, a->name, a->col + 1);
     want[a->col] = (RtDType)a->dtype;
   }
-  RtBatcher *b = rt_batcher_new(ds, s->m->eval_batch, 0, 0, want, rt_cpus() > rt_threads(s->rt), err, errlen);
+  RtBatcher *b = rt_batcher_new(ds, s->m->eval_batch, 0, 0, want, rt_spare_cpu(rt_threads(s->rt)), err, errlen);
   if (!b) return -1;
   EvalRun e = {s, calloc(g->nin + 1, sizeof(RtTensor)), calloc(g->nin + 1, sizeof(RtTensor *)), err, errlen};
   RtTensor *out = calloc(g->nout + 1, sizeof *out);

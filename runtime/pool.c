@@ -189,7 +189,7 @@ static int ncpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
-int rt_cpus(void) { return ncpus(); }
+int rt_spare_cpu(int threads) { return ncpus() > threads; }
 
 static int default_threads(void) {
     const char *s = getenv("KILN_THREADS");

@@ -61,10 +61,10 @@ typedef struct KRt KRt;
 KRt *rt_new(int nthreads);
 void rt_free_ctx(KRt *rt);   // NULL is a no-op
 int rt_threads(const KRt *rt);
-// The number of CPUs this process may run on (sched_getaffinity). A helper thread
-// (a batcher's prefetch) pays only where it exceeds the pool's threads: on the
-// same CPUs it takes their turns and adds a context switch each way per batch.
-int rt_cpus(void);
+// 1 if this process may run on more CPUs (sched_getaffinity) than `threads`: a
+// helper thread (a batcher's prefetch) pays only then; on the pool's own CPUs it
+// takes their turns and adds a context switch each way per batch.
+int rt_spare_cpu(int threads);
 // Resize the pool (n <= 0: the default as in rt_new). Must not run concurrently with
 // rt_parallel_for on the same KRt; ignored when called from inside a parallel region.
 void rt_set_threads(KRt *rt, int n);

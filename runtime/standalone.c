@@ -259,7 +259,7 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
     else if (g->ins[i].role == RT_ARG_DATA) want[g->ins[i].col] = (RtDType)g->ins[i].dtype;
   int epochs = a->epochs ? (int)a->epochs : m->epochs;
   RtBatcher *b = rc ? NULL : rt_batcher_new(&ds, a->batch ? a->batch : m->batch, m->shuffle, m->seed, want,
-                                             rt_cpus() > rt_session_threads(s), err, n);
+                                             rt_spare_cpu(rt_session_threads(s)), err, n);
   if (!b) { rt_dataset_free(&ds); rt_dataset_free(&test); return -1; }
   Train t = {m, s, a, &test, rt_batcher_nbatches(b) * epochs, {0}, {0}, 0, err, n};
   t.nmet = m->eval && test.n ? (m->eval->nout < 16 ? m->eval->nout : 16) : 0;
