@@ -527,27 +527,41 @@ static void nested_gemm(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
+// The micro-kernels KILN_GEMM can force, and KILN_GEMM saved before a test
+// sets it and put back after.
+typedef struct { const char *env; int kind; } KilnKind;
+static const KilnKind kiln_kinds[] = {
+    {"kiln-avx512", GEMM_KILN_AVX512}, {"kiln-avx2", GEMM_KILN_AVX2}, {"kiln-c", GEMM_KILN_C}};
+
+static char *gemm_env_save(void) {
+    const char *saved = getenv("KILN_GEMM");
+    return saved ? strdup(saved) : NULL;
+}
+
+static void gemm_env_restore(char *keep) {
+    if (keep) setenv("KILN_GEMM", keep, 1);
+    else unsetenv("KILN_GEMM");
+    free(keep);
+}
+
 // The packed GEMM with each micro-kernel this CPU has (forced through
 // KILN_GEMM), on 1, 3 and 4 threads: every edge of the micro-tile and of the
 // KC, MC and NC blocks, every operand layout, batches with and without a shared
 // weight, beta 0 over NaN and beta 1.
 static void test_gemm_kernels(void) {
-    static const struct { const char *env; int kind; } kinds[] = {
-        {"kiln-avx512", GEMM_KILN_AVX512}, {"kiln-avx2", GEMM_KILN_AVX2}, {"kiln-c", GEMM_KILN_C}};
-    const char *saved = getenv("KILN_GEMM");
-    char *keep = saved ? strdup(saved) : NULL;
-    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
-        const GemmKern *kn = gemm_kern_pick(kinds[q].kind);
+    char *keep = gemm_env_save();
+    for (size_t q = 0; q < sizeof kiln_kinds / sizeof *kiln_kinds; q++) {
+        const GemmKern *kn = gemm_kern_pick(kiln_kinds[q].kind);
         if (!kn) {
-            printf("skip gemm kernel %s: not on this CPU\n", kinds[q].env);
+            printf("skip gemm kernel %s: not on this CPU\n", kiln_kinds[q].env);
             continue;
         }
         int64_t mr = kn->mr, nr = kn->nr, mc, kc, nc;
         gemm_blocks(kn, &mc, &kc, &nc);
-        setenv("KILN_GEMM", kinds[q].env, 1);
+        setenv("KILN_GEMM", kiln_kinds[q].env, 1);
         for (int threads = 1; threads <= 4; threads += threads == 1 ? 2 : 1) {
             KRt *rt = rt_new(threads);
-            check(rt_gemm_kind(rt) == kinds[q].kind, "KILN_GEMM=%s is read by rt_new", kinds[q].env);
+            check(rt_gemm_kind(rt) == kiln_kinds[q].kind, "KILN_GEMM=%s is read by rt_new", kiln_kinds[q].env);
             int bad = 0, cases = 0;
             // Every case runs twice: plain, and with the epilogue hook checked.
             for (gemm_epi = 0; gemm_epi < 2; gemm_epi++) {
@@ -560,7 +574,7 @@ static void test_gemm_kernels(void) {
                         cases++;
                         if (!gemm_case(rt, 0, &g)) {
                             bad++;
-                            printf("FAIL  %s %d threads: %lldx%lldx%lld\n", kinds[q].env, threads, (long long)g.m,
+                            printf("FAIL  %s %d threads: %lldx%lldx%lld\n", kiln_kinds[q].env, threads, (long long)g.m,
                                    (long long)g.n, (long long)g.k);
                         }
                     }
@@ -573,7 +587,7 @@ static void test_gemm_kernels(void) {
                         cases++;
                         if (!gemm_case(rt, 0, &g)) {
                             bad++;
-                            printf("FAIL  %s %d threads: A %s, B %s, C %s\n", kinds[q].env, threads,
+                            printf("FAIL  %s %d threads: A %s, B %s, C %s\n", kiln_kinds[q].env, threads,
                                    layout_name[la], layout_name[lb], layout_name[lcv]);
                         }
                     }
@@ -600,7 +614,7 @@ static void test_gemm_kernels(void) {
                 cases++;
                 if (!gemm_case(rt, 0, &big[i])) {
                     bad++;
-                    printf("FAIL  %s %d threads: %lldx%lldx%lld\n", kinds[q].env, threads, (long long)big[i].m,
+                    printf("FAIL  %s %d threads: %lldx%lldx%lld\n", kiln_kinds[q].env, threads, (long long)big[i].m,
                            (long long)big[i].n, (long long)big[i].k);
                 }
             }
@@ -618,7 +632,7 @@ static void test_gemm_kernels(void) {
                 cases++;
                 if (!gemm_case(rt, 0, &bt[i])) {
                     bad++;
-                    printf("FAIL  %s %d threads: batch case %zu\n", kinds[q].env, threads, i);
+                    printf("FAIL  %s %d threads: batch case %zu\n", kiln_kinds[q].env, threads, i);
                 }
             }
             }
@@ -628,8 +642,7 @@ static void test_gemm_kernels(void) {
             rt_free_ctx(rt);
         }
     }
-    if (keep) setenv("KILN_GEMM", keep, 1); else unsetenv("KILN_GEMM");
-    free(keep);
+    gemm_env_restore(keep);
     NestedGemm ng = {rt_new(4), {0}};
     rt_parallel_for(ng.rt, nested_gemm, &ng, 4, 1);
     check(ng.ok[0] && ng.ok[1] && ng.ok[2] && ng.ok[3], "gemm inside a parallel region, 4 threads at once");
@@ -646,19 +659,16 @@ static void test_gemm_kernels(void) {
 // 784 x 10) is the same to the bit at batch 1, 15, 64 and 100, on every kernel
 // and thread count.
 static void test_gemm_rows_independent(void) {
-    static const struct { const char *env; int kind; } kinds[] = {
-        {"kiln-avx512", GEMM_KILN_AVX512}, {"kiln-avx2", GEMM_KILN_AVX2}, {"kiln-c", GEMM_KILN_C}};
-    const char *saved = getenv("KILN_GEMM");
-    char *keep = saved ? strdup(saved) : NULL;
+    char *keep = gemm_env_save();
     enum { M = 100, K = 784, N = 10 };
     float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * K * N);
     float *one = malloc(sizeof(float) * M * N), *all = malloc(sizeof(float) * M * N);
     uint64_t seed = 7;
     for (int i = 0; i < M * K; i++) a[i] = (float)gemm_rand(&seed);
     for (int i = 0; i < K * N; i++) w[i] = (float)gemm_rand(&seed);
-    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
-        if (!gemm_kern_pick(kinds[q].kind)) continue;
-        setenv("KILN_GEMM", kinds[q].env, 1);
+    for (size_t q = 0; q < sizeof kiln_kinds / sizeof *kiln_kinds; q++) {
+        if (!gemm_kern_pick(kiln_kinds[q].kind)) continue;
+        setenv("KILN_GEMM", kiln_kinds[q].env, 1);
         for (int threads = 1; threads <= 2; threads++) {
             KRt *rt = rt_new(threads);
             for (int i = 0; i < M; i++) rt_gemm_f32(rt, 1, 1, N, K, a + i * K, 0, K, 1, w, 0, N, 1, one + i * N, 0, N, 1, 0);
@@ -667,13 +677,12 @@ static void test_gemm_rows_independent(void) {
                 rt_gemm_f32(rt, 1, ms[j], N, K, a, 0, K, 1, w, 0, N, 1, all, 0, N, 1, 0);
                 check(!memcmp(all, one, sizeof(float) * ms[j] * N),
                       "gemm %s, %d threads: the rows of a %dx%dx%d product are the 1-row products', bit for bit",
-                      kinds[q].env, threads, ms[j], N, K);
+                      kiln_kinds[q].env, threads, ms[j], N, K);
             }
             rt_free_ctx(rt);
         }
     }
-    if (keep) setenv("KILN_GEMM", keep, 1), free(keep);
-    else unsetenv("KILN_GEMM");
+    gemm_env_restore(keep);
     free(a), free(w), free(one), free(all);
 }
 
@@ -1211,8 +1220,7 @@ static void test_gemm_windows(void) {
         {1, 3, 4, 4, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 3, 1},       // windows wholly in the padding
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
-    const char *saved = getenv("KILN_GEMM");
-    char *keep = saved ? strdup(saved) : NULL;
+    char *keep = gemm_env_save();
     for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
         setenv("KILN_GEMM", kinds[q], 1);
         if (q && q < 4 && !gemm_kern_pick(rt_gemm_kind_env())) continue;   // not on this CPU
@@ -1233,8 +1241,7 @@ static void test_gemm_windows(void) {
             rt_free_ctx(rt);
         }
     }
-    if (keep) setenv("KILN_GEMM", keep, 1), free(keep);
-    else unsetenv("KILN_GEMM");
+    gemm_env_restore(keep);
 }
 
 int main(int argc, char **argv) {
