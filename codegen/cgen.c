@@ -49,14 +49,17 @@ static void declare_buffers(Gen *g, const Kernel *K) {
   }
 }
 
-static void begin_kernel(Gen *g, const Kernel *K, int k) {
-  str_put(g->out, "\n// k%d: %s %s\nstatic void kern%d(void *vp, int64_t lo, int64_t hi) {\n", k,
-          ir_ops[K->node->op].name, K->copy ? "(copy)" : "", k);
+// kern<k><sfx>: a kernel with two steps names its first kern<k>_part.
+static void begin_kernel_sfx(Gen *g, const Kernel *K, int k, const char *sfx) {
+  str_put(g->out, "\n// k%d: %s %s\nstatic void kern%d%s(void *vp, int64_t lo, int64_t hi) {\n", k,
+          ir_ops[K->node->op].name, K->copy ? "(copy)" : "", k, sfx);
   g->ind = 1;
   cg_line(g, "const Args *A = vp;");
   cg_line(g, "const int64_t *D = A->D; (void)D;");
   declare_buffers(g, K);
 }
+
+static void begin_kernel(Gen *g, const Kernel *K, int k) { begin_kernel_sfx(g, K, k, ""); }
 
 static void end_kernel(Gen *g) {
   str_put(g->out, "}\n");
@@ -280,6 +283,106 @@ static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char 
   snprintf(grain, 128, "(16384 / (%s*%s + 1) + 1)", L, inner);
 }
 
+// A reduction over leading axes that keeps a trailing block (a bias's
+// gradient over the [pixels, channels] rows of a product's layout: 100,352 rows
+// of 32) would have a handful of outputs to share out, each reading its column
+// down every row. It runs in two steps instead: the rows in chunks of
+// COL_CHUNK / L, in parallel, each chunk's L partial results (in registers as
+// its rows go by) into the workspace's scratch; then each output combines its
+// chunks' partials in chunk order. The chunks depend on the shape alone, so
+// the result is the same bit for bit on every thread count.
+enum { COL_CHUNK = 16384, COL_STRIP = 16 };
+
+// L: the kept block's size; 0 if n is not such a reduction.
+static int64_t cols_block(const Node *n) {
+  const Node *s = n->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0];
+  int nred = __builtin_popcount(axes);
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN || nred == 0 || nred == s->ndim || axes != (1u << nred) - 1) return 0;
+  int64_t L = const_prod(s->shape, nred, s->ndim);
+  return L >= 2 && L <= TAPS_MAX_BLOCK ? L : 0;
+}
+
+static DType reduce_acc(const Node *n) {   // f32 sums in double
+  DType vt = n->src[0]->dtype;
+  return (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD) && !count_exact((Node *)n)) ? DT_F64 : vt;
+}
+
+// The rows, the rows per chunk and the scratch bytes of a column reduction, as C expressions.
+static void cols_sizes(const Node *n, int64_t L, char *R, char *nch, char *bytes) {
+  const Node *s = n->src[0];
+  int nred = __builtin_popcount((uint32_t)n->a.i[0]);
+  cg_prod(R, 128, s->shape, 0, nred);
+  int64_t ch = COL_CHUNK / L;
+  snprintf(nch, 160, "((%s + %lld) / %lld)", R, (long long)ch - 1, (long long)ch);
+  snprintf(bytes, 256, "(size_t)%s * %lld * %zu", nch, (long long)L, ir_dtype_size(reduce_acc(n)));
+}
+
+static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *work, char *grain, char *chunks) {
+  Node *n = K->node, *s = n->src[0];
+  DType acc = reduce_acc(n);
+  int nred = __builtin_popcount((uint32_t)n->a.i[0]);
+  int64_t ch = COL_CHUNK / L;
+  const char *T = cg_ctype(acc);
+  char R[128], bytes[256], init[64];
+  cols_sizes(n, L, R, chunks, bytes);
+  acc_init(init, sizeof init, n, acc);
+  // Step 1: chunk c's partials at scratch[c*L ...].
+  begin_kernel_sfx(g, K, k, "_part");
+  cg_line(g, "%s *part = (%s *)A->scratch;", T, T);
+  cg_line(g, "for (int64_t c = lo; c < hi; c++) {");
+  g->ind++;
+  cg_line(g, "%s acc[%lld];", T, (long long)L);
+  cg_line(g, "for (int64_t q = 0; q < %lld; q++) acc[q] = %s;", (long long)L, init);
+  cg_line(g, "const int64_t end = (c + 1)*%lld < %s ? (c + 1)*%lld : %s;", (long long)ch, R, (long long)ch, R);
+  cg_line(g, "for (int64_t row = c*%lld; row < end; row++) {", (long long)ch);
+  g->ind++;
+  Index *ix = cg_index(g, s->ndim, s->shape), *rows = cg_index(g, nred, s->shape);
+  strcpy(rows->lin, "row");
+  cg_need_idx(g, rows);
+  for (int i = 0; i < nred; i++) strcpy(ix->idx[i], rows->idx[i]);
+  cg_line(g, "for (int64_t q = 0; q < %lld; q++) {", (long long)L);
+  g->ind++;
+  Index *cols = cg_index(g, s->ndim - nred, s->shape + nred);
+  strcpy(cols->lin, "q");
+  cg_need_idx(g, cols);
+  for (int i = nred; i < s->ndim; i++) strcpy(ix->idx[i], cols->idx[i - nred]);
+  ix->has_idx = 1;
+  reduce_step(g, n, acc, "acc[q]", cg_value(g, s, ix));
+  g->ind--;
+  cg_line(g, "}");
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "for (int64_t q = 0; q < %lld; q++) part[c*%lld + q] = acc[q];", (long long)L, (long long)L);
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+  // Step 2: a strip of outputs, each over the chunks in order.
+  str_put(g->out, "\n// k%d: %s, the chunks' partials combined\nstatic void kern%d(void *vp, int64_t lo, int64_t hi) {\n", k,
+          ir_ops[n->op].name, k);
+  g->ind = 1;
+  cg_line(g, "const Args *A = vp;");
+  cg_line(g, "const int64_t *D = A->D; (void)D;");
+  cg_line(g, "const %s *part = (const %s *)A->scratch;", T, T);
+  cg_line(g, "%s *out = A->b[%d];", cg_ctype(n->dtype), K->out);
+  cg_line(g, "for (int64_t q = lo; q < hi; q++) {");
+  g->ind++;
+  cg_line(g, "%s acc = %s;", T, init);
+  cg_line(g, "for (int64_t c = 0; c < %s; c++) {", chunks);
+  g->ind++;
+  char v[64];
+  snprintf(v, sizeof v, "part[c*%lld + q]", (long long)L);
+  reduce_step(g, n, acc, "acc", v);
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "out[q] = (%s)acc;", cg_ctype(n->dtype));
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+  snprintf(work, 128, "%lld", (long long)L);
+  snprintf(grain, 128, "%d", COL_STRIP);
+}
+
 // Reduction: the output's leading kept axes are rows in parallel (unraveled
 // once per row), its trailing kept axes nested loops (inner_split's choice,
 // so no division per output); per output, loops over the reduced axes with
@@ -288,8 +391,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   Node *n = K->node, *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
   int arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
-  DType vt = s->dtype;
-  DType acc = (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD) && !count_exact(n)) ? DT_F64 : vt;  // f32 sums in double
+  DType acc = reduce_acc(n);
   char d[64], init[64], q[16], inner[128], L[128];
   int kept[IR_MAXDIM], nk = 0;
   Dim kshape[IR_MAXDIM];
@@ -510,13 +612,22 @@ static void epi_kernel(Gen *g, int k) {
     cg_line(g, "{  // k%d: %s", j, ir_ops[K->node->op].name);
     g->ind++;
     declare_buffers(g, K);
+    // A kernel of another shape with the same rows (a convolution's [N, OH, OW,
+    // C] over its [N*OH*OW, C] product) unravels the row into its own axes.
+    Node *kn = K->node;
+    Index *krows = rows;
+    if (!ir_shape_eq(kn, n)) {
+      krows = cg_index(g, kn->ndim - 1, kn->shape);
+      strcpy(krows->lin, "erow");
+      cg_need_idx(g, krows);
+    }
     cg_line(g, "for (int64_t ec = 0; ec < en; ec++) {");
     g->ind++;
     cg_line(g, "const int64_t eL = eL0 + ec, ej = ej0 + ec; (void)ej;");
-    Index *ix = cg_index(g, nd, n->shape);
+    Index *ix = cg_index(g, kn->ndim, kn->shape);
     strcpy(ix->lin, "eL");
-    for (int d = 0; d < nd - 1; d++) strcpy(ix->idx[d], rows->idx[d]);
-    strcpy(ix->idx[nd - 1], "ej");
+    for (int d = 0; d < kn->ndim - 1; d++) strcpy(ix->idx[d], krows->idx[d]);
+    strcpy(ix->idx[kn->ndim - 1], "ej");
     ix->has_idx = 1;
     g->nmemo = 0;   // the last kernel's temporaries are out of scope
     cg_line(g, "b%d[eL] = %s;", K->out, cg_compute(g, K->node, ix));
@@ -777,6 +888,17 @@ static void emit_layout(const Schedule *s, Str *h) {
     }
     str_put(h, "  at[%d] = total; total += (z + 63) & ~(size_t)63;\n", sl);
   }
+  // After the slots: the scratch of the kernels that need one (column reductions' partials).
+  str_put(h, "  z = 0;\n");
+  for (int k = 0; k < s->nk; k++) {
+    const Kernel *K = &s->ks[k];
+    int64_t L = K->kind == KS_REDUCE ? cols_block(K->node) : 0;
+    if (!L) continue;
+    char R[128], nch[160], bytes[256];
+    cols_sizes(K->node, L, R, nch, bytes);
+    str_put(h, "  if (%s > z) z = %s;\n", bytes, bytes);
+  }
+  str_put(h, "  at[%d] = total; total += (z + 63) & ~(size_t)63;\n", s->nslots);
   str_put(h, "  return total;\n}\n");
 }
 
@@ -798,13 +920,14 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
   Gen g = {.s = s, .c = s->ctx, .out = &body};
   memset(cs, 0, sizeof *cs);
   str_put(&body, "%s", prelude);
-  str_put(&body, "typedef struct { const int64_t *D; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
+  str_put(&body, "typedef struct { const int64_t *D; void *scratch; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
   str_put(&body, "typedef struct { const Args *A; int64_t base; } Epi;   // an epilogue's context\n");
   emit_layout(s, &host);
   str_put(&host, "\nstatic void run(void *rt, const int64_t *D, void **in, void **cst, void **out) {\n");
   str_put(&host, "  Args A; A.D = D; (void)in; (void)cst; (void)out;\n");
   str_put(&host, "  size_t at[%d];\n  size_t total = layout(D, at);\n", s->nslots + 1);
   str_put(&host, "  char *ws = total ? rt_workspace(rt, total) : NULL; (void)ws;\n");
+  str_put(&host, "  A.scratch = ws + at[%d];\n", s->nslots);
   if (o->profile) {
     str_put(&body, "extern uint64_t *rt_profile(void *rt);\nextern uint64_t rt_clock_ns(void);\n");
     str_put(&host, "  uint64_t *P = rt_profile(rt), t0 = rt_clock_ns(), t1;\n");
@@ -822,7 +945,14 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
       if (!K->copy && sched_col2im_rows(s, K->node)) col2im_kernel(&g, K, k, work, grain);
       else ew_kernel(&g, K, k, work, grain);
       break;
-    case KS_REDUCE: reduce_kernel(&g, K, k, work, grain); break;
+    case KS_REDUCE: {
+      int64_t L = cols_block(K->node);
+      char chunks[160];
+      if (!L) { reduce_kernel(&g, K, k, work, grain); break; }
+      reduce_cols_kernel(&g, K, k, L, work, grain, chunks);
+      str_put(&host, "  rt_parallel_for(rt, kern%d_part, &A, %s, 1);\n", k, chunks);
+      break;
+    }
     case KS_MATMUL:
       matmul_host(&g, &host, K, k);
       prof_tick(&host, o, k);

@@ -155,6 +155,22 @@ int ir_shape_eq(const Node *a, const Node *b) {
   return 1;
 }
 
+int ir_dims_product(const Node *n, int from, int to, Dim *p) {
+  *p = dim_c(1);
+  for (int d = from; d < to; d++) {
+    Dim x = n->shape[d];
+    if (x.sym && p->sym && x.k && p->k) return 0;
+    if (x.sym) p->sym = x.sym;
+    if (__builtin_mul_overflow(p->k, x.k, &p->k)) return 0;
+  }
+  return 1;
+}
+
+int ir_numel_eq(const Node *a, const Node *b) {
+  Dim x, y;
+  return ir_shape_eq(a, b) || (ir_dims_product(a, 0, a->ndim, &x) && ir_dims_product(b, 0, b->ndim, &y) && dim_eq(x, y));
+}
+
 int ir_numel_const(const Node *n, int64_t *out) {
   int64_t m = 1;
   for (int i = 0; i < n->ndim; i++) {

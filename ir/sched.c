@@ -73,6 +73,9 @@ Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows) {
 static int aligned(const Schedule *s, Node *n, Node *b, int top) {
   if (!top && n == b) return 1;
   if (!top && sched_buf(s, n) >= 0) return 1;    // another buffer: no constraint
+  // b reshaped to the written value's shape (every node between has it): the
+  // same linear index, so the same element of b's dense buffer.
+  if (!top && n->op == OP_RESHAPE && n->src[0] == b) return 1;
   int k = ir_ops[n->op].kind;
   if (!top && k != K_EW && k != K_LEAF) {
     // A view or anything else that might read b at another index.

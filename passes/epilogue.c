@@ -23,9 +23,19 @@ static int has(const int *set, int n, int b) {
   return 0;
 }
 
+// K's rows are the product's rows: the same last axis and as many rows (a
+// convolution's [N, OH, OW, C] over its product's [N*OH*OW, C]), so its row-major
+// elements line up with the product's.
+static int same_rows(const Node *k, const Node *m) {
+  Dim a, b;
+  if (ir_shape_eq(k, m)) return 1;
+  if (m->ndim != 2 || k->ndim < 2 || !dim_eq(k->shape[k->ndim - 1], m->shape[1])) return 0;
+  return ir_dims_product(k, 0, k->ndim - 1, &a) && ir_dims_product(m, 0, 1, &b) && dim_eq(a, b);
+}
+
 // K may join the epilogue whose written buffers are `group` (M's output first).
 static int joins(const Schedule *s, const Kernel *M, const Kernel *K, const int *group, int ng) {
-  if (K->kind != KS_EW || K->copy || !ir_shape_eq(K->node, M->node) || has(group, ng, K->out)) return 0;
+  if (K->kind != KS_EW || K->copy || !same_rows(K->node, M->node) || has(group, ng, K->out)) return 0;
   int reads_group = 0;
   for (int r = 0; r < K->nreads; r++) {
     int b = K->reads[r];

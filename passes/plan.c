@@ -48,14 +48,14 @@ void pass_plan(Schedule *s) {
     Buffer *o = &s->bufs[K->out];
     if (o->kind != BUF_TEMP || o->slot >= 0) continue;
     size_t esz = ir_dtype_size(o->node->dtype);
-    // In place: a temp read here for the last time, same shape and element size,
-    // at the element written. In an epilogue, only over what the group itself
+    // In place: a temp read here for the last time, as many elements of the same
+    // size, at the element written (sched_reads_aligned: the same linear index). In an epilogue, only over what the group itself
     // wrote: another thread may still be reading anything else anywhere.
     if (K->kind == KS_EW && !K->copy)
       for (int r = 0; r < K->nreads && o->slot < 0; r++) {
         Buffer *in = &s->bufs[K->reads[r]];
         if (in->kind == BUF_TEMP && in->last == k && (start[k] == k || in->first >= start[k]) &&
-            ir_shape_eq(in->node, o->node) && ir_dtype_size(in->node->dtype) == esz &&
+            ir_numel_eq(in->node, o->node) && ir_dtype_size(in->node->dtype) == esz &&
             sched_reads_aligned(s, K->node, in->node)) {
           o->slot = in->slot;
           K->inplace = r + 1;

@@ -135,6 +135,72 @@ static Node *rule_transpose(IrCtx *c, Node *n) {
   return ir_transpose(c, in->src[0], perm);
 }
 
+// A value a product computes, in the product's own layout: the product (or a
+// reshape of it), or an elementwise op on such values.
+static int product_layout(const Node *x) {
+  while (x->op == OP_RESHAPE) x = x->src[0];
+  return x->op == OP_MATMUL || ir_ops[x->op].kind == K_EW;
+}
+
+// x's axes permuted by p (out axis d is x's axis p[d]): a reshape when only
+// axes of size 1 move (a bias's [1, C, 1, 1] as [1, 1, 1, C]), else a transpose.
+static Node *permuted(IrCtx *c, Node *x, const int *p) {
+  Dim shape[IR_MAXDIM];
+  int last = -1, moves = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    shape[d] = x->shape[p[d]];
+    if (dim_is(shape[d], 1)) continue;
+    moves |= p[d] < last;
+    last = p[d];
+  }
+  return moves ? ir_transpose(c, x, p) : ir_reshape(c, x, x->ndim, shape);
+}
+
+// Transpose sinking: f(transpose(x, p), broadcast(b), g) -> transpose(f(x, b', g'), p)
+// with b' = b's broadcast permuted by p^-1 and g' = transpose(g, p^-1), when x is
+// a value in a product's layout and so is every operand of f transposed by the
+// same p, while the rest (g) are not (an input, a gather such as pooling's
+// routed gradient) and are no more of them. A convolution's bias and activation
+// are then computed in its GEMM's [pixels, channels] layout, as the GEMM's
+// epilogue; its gradient's masks too, so the weights' gradient product reads
+// that gradient without a transposing copy. Readers of the NCHW result index
+// a view (pooling, the next im2col). The result's operands in the product's
+// layout are not transposed, so the rule does not fire on it again.
+static Node *rule_sink_transpose(IrCtx *c, Node *n) {
+  if (ir_ops[n->op].kind != K_EW || n->nsrc == 0 || n->nsrc > 8 || n->ndim < 2) return NULL;
+  const int64_t *p = NULL;
+  int aligned = 0, others = 0;
+  for (int i = 0; i < n->nsrc; i++) {
+    Node *a = n->src[i];
+    if (a->op == OP_BROADCAST && a->src[0]->ndim == a->ndim) continue;
+    if (a->op == OP_TRANSPOSE && product_layout(a->src[0])) {
+      if (p && memcmp(p, a->a.i, sizeof(int64_t) * n->ndim)) return NULL;
+      p = a->a.i;
+      aligned++;
+    } else if (product_layout(a)) {
+      return NULL;
+    } else {
+      others++;
+    }
+  }
+  if (!p || others > aligned) return NULL;
+  int perm[IR_MAXDIM], inv[IR_MAXDIM];
+  for (int d = 0; d < n->ndim; d++) perm[d] = (int)p[d], inv[p[d]] = d;
+  Node *src[8], t = *n;
+  for (int d = 0; d < n->ndim; d++) t.shape[d] = n->shape[inv[d]];
+  for (int i = 0; i < n->nsrc; i++) {
+    Node *a = n->src[i];
+    if (a->op == OP_BROADCAST && a->src[0]->ndim == a->ndim)
+      src[i] = ir_broadcast(c, permuted(c, a->src[0], inv), t.ndim, t.shape);
+    else
+      src[i] = a->op == OP_TRANSPOSE && product_layout(a->src[0]) ? a->src[0] : ir_transpose(c, a, inv);
+    if (!src[i]) return NULL;
+  }
+  t.src = src;
+  Node *f = ir_intern(c, &t);
+  return f ? ir_transpose(c, f, perm) : NULL;
+}
+
 // reshape to the same shape -> x; reshape(reshape(x)) -> one reshape
 static Node *rule_reshape(IrCtx *c, Node *n) {
   Node *x = n->src[0];
@@ -219,6 +285,35 @@ static Node *rule_sum_matmul(IrCtx *c, Node *n) {
   return r ? ir_reshape(c, r, n->ndim, n->shape) : NULL;
 }
 
+// r(transpose(x, p)) over axes A -> r(x) over p(A), its result transposed back,
+// for x in a product's layout (transpose sinking's results): the reduction
+// reads x in its own order (a convolution's bias gradient, summed over the
+// [pixels, channels] gradient rather than over its NCHW view).
+static Node *rule_reduce_transposed(IrCtx *c, Node *n) {
+  Node *t = n->src[0];
+  if (t->op != OP_TRANSPOSE || !product_layout(t->src[0]) || n->op == OP_ARGMAX || n->op == OP_ARGMIN) return NULL;
+  Node *x = t->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0], xaxes = 0;
+  int keep = (int)n->a.i[1], nd = t->ndim;
+  for (int d = 0; d < nd; d++)
+    if (axes & (1u << d)) xaxes |= 1u << t->a.i[d];
+  Node *r = ir_reduce(c, n->op, x, xaxes, keep);
+  if (!r) return NULL;
+  int perm[IR_MAXDIM], k = 0;
+  if (keep) {
+    for (int d = 0; d < nd; d++) perm[d] = (int)t->a.i[d];
+  } else {
+    // Output axis k is t's k-th kept axis, x's axis t->a.i[d]: its rank among x's kept axes.
+    for (int d = 0; d < nd; d++) {
+      if (axes & (1u << d)) continue;
+      int rank = 0;
+      for (int e = 0; e < (int)t->a.i[d]; e++) rank += !(xaxes & (1u << e));
+      perm[k++] = rank;
+    }
+  }
+  return ir_transpose(c, r, perm);
+}
+
 static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   Node *r = NULL;
   switch (n->op) {
@@ -237,6 +332,8 @@ static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   case OP_SUM: r = rule_sum(c, n); if (!r) r = rule_sum_matmul(c, n); break;
   default: break;
   }
+  if (!r && ir_ops[n->op].kind == K_REDUCE) r = rule_reduce_transposed(c, n);
+  if (!r) r = rule_sink_transpose(c, n);
   // A rule that would change n's type does not apply (the builders can add casts).
   return r && same_type(r, n) ? r : NULL;
 }

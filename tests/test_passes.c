@@ -668,6 +668,30 @@ static IrGraph *simp_sum_matmul(IrCtx *c) {
   };
   return graph(c, outs, 3);
 }
+// Transpose sinking: elementwise ops on a product's transposed result run in
+// the product's layout, their other operands read transposed (an input, a
+// gather), unless those outnumber the product's, or one is another product's
+// value in its own layout; and reductions of the result reduce the product's.
+static IrGraph *simp_sink_transpose(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "6,3"), *w = input(c, "w", DT_F32, "3,4"), *b = input(c, "b", DT_F32, "4,1");
+  Node *u = input(c, "u", DT_F32, "2,4,3"), *v = input(c, "v", DT_F32, "2,4,3"), *m = input(c, "m", DT_BOOL, "2,4,3");
+  Node *x2 = input(c, "x2", DT_F32, "8,3"), *w2 = input(c, "w2", DT_F32, "3,3");
+  Dim s3[3] = {dim_c(2), dim_c(3), dim_c(4)}, s8[3] = {dim_c(2), dim_c(4), dim_c(3)};
+  int p[3] = {0, 2, 1};
+  Node *y = ir_transpose(c, ir_reshape(c, ir_matmul(c, x, w), 3, s3), p);   // [2, 4, 3]
+  Node *z = ir_reshape(c, ir_matmul(c, x2, w2), 3, s8);                      // [2, 4, 3], not transposed
+  Node *h = un(c, OP_RELU, bin(c, OP_ADD, y, b));
+  Node *outs[7] = {
+      h,                                                          // sinks twice: relu(x@w + b')^T
+      bin(c, OP_MUL, h, u),                                       // sinks, u read transposed
+      ir_where(c, m, y, v),                                       // two inputs to one product's: stays
+      bin(c, OP_SUB, y, z),                                       // z in its own product's layout: stays
+      ir_where(c, bin(c, OP_GT, y, f(c, 0)), y, f(c, 1)),         // a mask and a select: both sink
+      ir_reduce(c, OP_SUM, h, 5, 1),                              // over axes 0, 2 of h: 0, 1 of relu(...)
+      ir_reduce(c, OP_RMAX, bin(c, OP_MUL, y, y), 2, 0),          // [2, 3]: x@w's axes 0, 2
+  };
+  return graph(c, outs, 7);
+}
 static IrGraph *simp_nothing(IrCtx *c) {   // no rule applies: the graph comes back as it was
   Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_F32, "3");
   return g1(c, bin(c, OP_SUB, un(c, OP_EXP, bin(c, OP_MUL, x, y)), bin(c, OP_DIV, x, f(c, 3))));
@@ -758,6 +782,7 @@ static const Case cases[] = {
     {"simplify_movement", "simplify", simp_movement},
     {"simplify_sum_broadcast", "simplify", simp_sum_broadcast},
     {"simplify_sum_matmul", "simplify", simp_sum_matmul},
+    {"simplify_sink_transpose", "simplify", simp_sink_transpose},
     {"simplify_nothing", "simplify", simp_nothing},
     {"stability_log_softmax", "stability", stab_log_softmax},
     {"stability_log1p_expm1", "stability", stab_log1p_expm1},
@@ -969,8 +994,9 @@ static int epilogue_plan_ok(const Schedule *s, char *why, size_t len) {
     int lo = m, hi = m + M->nepi;
     for (int k = lo + 1; k <= hi; k++) {
       const Kernel *K = &s->ks[k];
-      if (K->epi_of != m + 1 || K->kind != KS_EW || !ir_shape_eq(K->node, M->node))
-        return snprintf(why, len, "k%d is not an elementwise kernel of k%d's shape", k, m), 0;
+      if (K->epi_of != m + 1 || K->kind != KS_EW || !ir_numel_eq(K->node, M->node) ||
+          !dim_eq(K->node->shape[K->node->ndim - 1], M->node->shape[M->node->ndim - 1]))
+        return snprintf(why, len, "k%d is not an elementwise kernel of k%d's rows", k, m), 0;
     }
     for (int k = lo; k <= hi; k++)
       for (int r = 0; r < s->ks[k].nreads; r++) {
@@ -986,22 +1012,52 @@ static int epilogue_plan_ok(const Schedule *s, char *why, size_t len) {
   return 1;
 }
 
-static void run_epilogue_case(const char *dir, int update) {
-  const char *name = "epilogue_sgd";
-  IrCtx *c = ir_ctx_new();
+// The SGD step on gradients wrt[0..n) of loss, after the pipeline's graph passes.
+static IrGraph *sgd_step(IrCtx *c, Node *loss, Node **wrt, int n, Node *step, const char *name) {
+  Node *gr[4], *outs[5] = {loss};
+  check(n <= 4 && pass_grad(c, loss, NULL, wrt, n, gr) == 0, "%s: builds", name);
+  Node *lr = bin(c, OP_DIV, f(c, 0.1), ir_cast(c, step, DT_F32));
+  for (int i = 0; i < n; i++) outs[i + 1] = bin(c, OP_SUB, wrt[i], bin(c, OP_MUL, lr, gr[i]));
+  IrGraph *g = graph(c, outs, n + 1);
+  const char *passes[] = {"fold", "simplify", "stability", "dce"};
+  for (int i = 0; i < 4; i++) g = run_pass(c, passes[i], g);
+  return g;
+}
+
+static IrGraph *epi_mlp(IrCtx *c, const char *name) {
   Node *x = input(c, "x", DT_F32, "B,64"), *y = input(c, "y", DT_I64, "B"), *step = input(c, "step", DT_F64, "");
   Node *w1 = input(c, "w1", DT_F32, "64,32"), *b1 = input(c, "b1", DT_F32, "32");
   Node *w2 = input(c, "w2", DT_F32, "32,10");
   Node *h = un(c, OP_RELU, bin(c, OP_ADD, ir_matmul(c, x, w1), b1));
   Node *loss = ir_reduce(c, OP_SUM, ir_sce(c, ir_matmul(c, h, w2), y), 1, 0);
-  Node *wrt[3] = {w1, b1, w2}, *gr[3];
-  check(pass_grad(c, loss, NULL, wrt, 3, gr) == 0, "%s: builds", name);
-  Node *lr = bin(c, OP_DIV, f(c, 0.1), ir_cast(c, step, DT_F32));
-  Node *outs[4] = {loss};
-  for (int i = 0; i < 3; i++) outs[i + 1] = bin(c, OP_SUB, wrt[i], bin(c, OP_MUL, lr, gr[i]));
-  IrGraph *g = graph(c, outs, 4);
-  const char *passes[] = {"fold", "simplify", "stability", "dce"};
-  for (int i = 0; i < 4; i++) g = run_pass(c, passes[i], g);
+  Node *wrt[3] = {w1, b1, w2};
+  return sgd_step(c, loss, wrt, 3, step, name);
+}
+
+// A 3x3 convolution as nn.kiln's conv builds it: im2col, one product of
+// [N*H*W, C*9] rows, the NCHW view of its [N, H, W, 4] result, a bias, relu.
+// Transpose sinking (simplify) computes the bias and relu in the product's
+// layout, so they join its epilogue, in place, unravelling its rows into [N, H, W].
+static IrGraph *epi_conv(IrCtx *c, const char *name) {
+  Node *x = input(c, "x", DT_F32, "B,2,5,5"), *r = input(c, "r", DT_F32, "B,4,5,5"), *step = input(c, "step", DT_F64, "");
+  Node *w = input(c, "w", DT_F32, "4,2,3,3"), *b = input(c, "b", DT_F32, "4,1,1");
+  int64_t win[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0}, pad_end[2] = {1, 1};
+  Dim rows[2] = {{-1, 0}, dim_c(18)}, wm[2] = {dim_c(4), dim_c(18)}, nhwc[4] = {x->shape[0], dim_c(5), dim_c(5), dim_c(4)};
+  int to_nchw[4] = {0, 3, 1, 2};
+  Node *cols = ir_reshape(c, ir_im2col(c, x, win, pad_end), 2, rows);
+  Node *prod = ir_matmul(c, cols, ir_transpose(c, ir_reshape(c, w, 2, wm), NULL));
+  Node *y = ir_transpose(c, ir_reshape(c, prod, 4, nhwc), to_nchw);
+  Node *h = un(c, OP_RELU, bin(c, OP_ADD, y, b));
+  Node *loss = ir_reduce(c, OP_SUM, bin(c, OP_MUL, h, r), 15, 0);
+  Node *wrt[2] = {w, b};
+  return sgd_step(c, loss, wrt, 2, step, name);
+}
+
+// groups: products with an epilogue; fused: kernels in them, at least.
+static void run_epilogue_case(const char *name, IrGraph *(*build)(IrCtx *, const char *), int groups_want,
+                              int fused_want, const char *dir, int update) {
+  IrCtx *c = ir_ctx_new();
+  IrGraph *g = build(c, name);
   char *text = NULL;
   size_t tn = 0;
   FILE *t = open_memstream(&text, &tn);
@@ -1017,9 +1073,8 @@ static void run_epilogue_case(const char *dir, int update) {
   for (int k = 0; k < s->nk; k++) groups += s->ks[k].nepi > 0, fused += s->ks[k].nepi;
   char why[160] = "";
   check(epilogue_plan_ok(s, why, sizeof why), "%s: the plan keeps each group's buffers apart %s", name, why);
-  // Forward: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's
-  // product; the updates of w1 and w2 on their gradients' products.
-  check(groups == 4 && fused >= 4, "%s: 4 products with epilogues (got %d), %d kernels in them", name, groups, fused);
+  check(groups == groups_want && fused >= fused_want, "%s: %d products with epilogues (got %d), at least %d kernels in them (got %d)",
+        name, groups_want, groups, fused_want, fused);
   compare_golden(name, dir, text, update);
   sched_free(s);
   free(text);
@@ -1447,7 +1502,12 @@ int main(int argc, char **argv) {
   run_lower_case("lower_matmul", lower_matmuls, 1, argv[1], update);
   run_lower_case("lower_matmul_noblis", lower_small, 0, argv[1], update);
   run_pool_grad_case(argv[1], update);
-  run_epilogue_case(argv[1], update);
+  // MLP: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's product;
+  // the updates of w1 and w2 on their gradients' products.
+  run_epilogue_case("epilogue_sgd", epi_mlp, 4, 4, argv[1], update);
+  // Conv: bias+relu on the forward product (w's update reads its [C*9, 4]
+  // gradient product transposed: not an epilogue).
+  run_epilogue_case("epilogue_conv", epi_conv, 1, 1, argv[1], update);
   test_fold_float_ops();
   test_fold_int_ops();
   test_fold_casts();
