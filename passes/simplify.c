@@ -135,11 +135,21 @@ static Node *rule_transpose(IrCtx *c, Node *n) {
   return ir_transpose(c, in->src[0], perm);
 }
 
+static int product_layout(const Node *x);
+
+// Windows of a channels-last value (pooling over a product's layout): im2col of
+// its NCHW view, whose [N, OH, OW, C, KH, KW] order reads it along the channels.
+static int nhwc_windows(const Node *x) {
+  if (x->op != OP_IM2COL || x->src[0]->op != OP_TRANSPOSE || !product_layout(x->src[0]->src[0])) return 0;
+  const int64_t *p = x->src[0]->a.i;
+  return p[0] == 0 && p[1] == 3 && p[2] == 1 && p[3] == 2;
+}
+
 // A value a product computes, in the product's own layout: the product (or a
-// reshape of it), or an elementwise op on such values.
+// reshape of it), an elementwise op on such values, or their windows (above).
 static int product_layout(const Node *x) {
   while (x->op == OP_RESHAPE) x = x->src[0];
-  return x->op == OP_MATMUL || ir_ops[x->op].kind == K_EW;
+  return x->op == OP_MATMUL || ir_ops[x->op].kind == K_EW || nhwc_windows(x);
 }
 
 // x's axes permuted by p (out axis d is x's axis p[d]): a reshape when only

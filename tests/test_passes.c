@@ -692,6 +692,17 @@ static IrGraph *simp_sink_transpose(IrCtx *c) {
   };
   return graph(c, outs, 7);
 }
+// Max pooling (nn.c's form) of a product's channels-last result seen as NCHW:
+// relu runs in the product's layout, the max over the windows in their
+// [N, OH, OW, C] order (along the channels), transposed back to NCHW.
+static IrGraph *simp_sink_pool(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "16,3"), *w = input(c, "w", DT_F32, "3,5");
+  Dim nhwc[4] = {dim_c(1), dim_c(4), dim_c(4), dim_c(5)};
+  int to_nchw[4] = {0, 3, 1, 2}, wperm[6] = {0, 3, 1, 2, 4, 5};
+  int64_t win[9] = {2, 2, 2, 2, 0, 0, 1, 1, 1}, pad_end[2] = {0, 0};
+  Node *y = un(c, OP_RELU, ir_transpose(c, ir_reshape(c, ir_matmul(c, x, w), 4, nhwc), to_nchw));
+  return g1(c, ir_reduce(c, OP_RMAX, ir_transpose(c, ir_im2col(c, y, win, pad_end), wperm), 3u << 4, 0));
+}
 static IrGraph *simp_nothing(IrCtx *c) {   // no rule applies: the graph comes back as it was
   Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_F32, "3");
   return g1(c, bin(c, OP_SUB, un(c, OP_EXP, bin(c, OP_MUL, x, y)), bin(c, OP_DIV, x, f(c, 3))));
@@ -783,6 +794,7 @@ static const Case cases[] = {
     {"simplify_sum_broadcast", "simplify", simp_sum_broadcast},
     {"simplify_sum_matmul", "simplify", simp_sum_matmul},
     {"simplify_sink_transpose", "simplify", simp_sink_transpose},
+    {"simplify_sink_pool", "simplify", simp_sink_pool},
     {"simplify_nothing", "simplify", simp_nothing},
     {"stability_log_softmax", "stability", stab_log_softmax},
     {"stability_log1p_expm1", "stability", stab_log1p_expm1},

@@ -1150,7 +1150,9 @@ static void test_npy(void) {
 // GEMM path, orientation and thread count, with odd windows and image strides.
 //
 
-typedef struct { int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, cols, xsw; } WinCase;
+// xsw: the image's column stride; cl: channels last (x's channels adjacent, a
+// product's [pixels, channels] layout seen as NCHW), columns xsw pixels apart.
+typedef struct { int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, cols, xsw, cl; } WinCase;
 
 static int *win_visits;
 static void win_count(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols) {
@@ -1163,6 +1165,7 @@ static int win_case(KRt *rt, int f64, const WinCase *t, int taps_rows, int epi) 
     int64_t oh = (t->h + t->pt + t->pb - t->dh * (t->kh - 1) - 1) / t->sh + 1;
     int64_t ow = (t->w + t->pl + t->pr - t->dw * (t->kw - 1) - 1) / t->sw + 1;
     int64_t sw = t->xsw, sh = t->w * sw + 3, sc = t->h * sh + 1, sn = t->c * sc + 2;   // gaps between rows etc.
+    if (t->cl) sc = 1, sw = t->c * t->xsw, sh = t->w * sw + 3, sn = t->h * sh + 2;
     int64_t pixels = t->n * oh * ow, taps = t->c * t->kh * t->kw, nx = t->n * sn;
     int64_t m = taps_rows ? taps : pixels, k = taps_rows ? pixels : taps, n = t->cols;
     int64_t geom[RT_WIN_NGEOM] = {t->n, t->c, t->h, t->w, sn, sc, sh, sw, t->kh, t->kw, t->sh, t->sw, t->pt, t->pl,
@@ -1218,6 +1221,9 @@ static void test_gemm_windows(void) {
         {2, 5, 6, 6, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 70, 2},      // 1x1, image columns 2 apart
         {2, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 40, 1},   // deeper than a KC panel
         {1, 3, 4, 4, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 3, 1},       // windows wholly in the padding
+        {3, 32, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 64, 1, 1}, // channels last: the CNN's pooled image
+        {2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, 2, 1},     // channels last, pixels apart, odd sizes
+        {2, 4, 6, 6, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 8, 1, 1},     // channels last, no padding (read in place)
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
