@@ -265,7 +265,8 @@ static void pack_b(const GemmKern *kn, int64_t kb, int64_t nb, const float *b, i
 // How a micro-kernel reads its A panel.
 typedef struct {
     const float *a;
-    int64_t ak, ai;   // a(i, p) at a[p*ak + i*ai]: ai == 1 (fn) or ak == 1 (rows)
+    int64_t ak, ai;        // a(i, p) at a[p*ak + i*ai]: ai == 1 (fn) or ak == 1 (rows)
+    const int64_t *off;    // or, if not NULL, at a[off[p] + i] (taps: windows in place)
 } Panel;
 
 // One mv x nv block of C (at most mr x nr): straight into C when the block is
@@ -276,7 +277,9 @@ static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, flo
     int whole = mv == kn->mr && nv == kn->nr && cs == 1;
     float *dst = whole ? c : t;
     int64_t ld = whole ? rs : kn->nr;
-    if (ap.ai == 1)
+    if (ap.off)
+        kn->taps(kb, ap.a, ap.off, pb, dst, ld, whole && acc);
+    else if (ap.ai == 1)
         kn->fn(kb, ap.a, ap.ak, pb, dst, ld, whole && acc);
     else
         kn->rows(kb, ap.a, ap.ai, pb, dst, ld, whole && acc);
@@ -306,7 +309,10 @@ static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0,
 // block's product and first element, for the epilogue after the last panel
 // (last), which runs per strip of mr finished rows while they are in L1.
 // Window rows (pixels) are packed a micro-panel at a time, as a row-major A
-// is read: that panel meets the whole B block while it is in L1.
+// is read: that panel meets the whole B block while it is in L1. A panel of mr
+// pixels of one image row needs no packing at all: each tap's mr values are
+// adjacent in the (padded) image, and the kernel's taps entry reads them there
+// (the same values in the same order: the same bits).
 static void block(const Gemm *g, float *pa, const float *pb, const float *a, float *c, int64_t mb, int64_t nb,
                   int64_t kb, int64_t pk, int acc, int64_t p, int64_t ci, int64_t cj, int last) {
     const GemmKern *kn = g->kern;
@@ -316,10 +322,16 @@ static void block(const Gemm *g, float *pa, const float *pb, const float *a, flo
     if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
     else if (!win_rows && mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
     for (int64_t ir = 0; ir < mb; ir += kn->mr) {
-        if (win_rows) win_pack_pixels(g->win, kn->mr, ci + ir, min64(kn->mr, mb - ir), pk, kb, pa);
+        const float *in_place = NULL;
+        if (win_rows) {
+            int64_t rows = min64(kn->mr, mb - ir);
+            if (kn->taps) in_place = win_panel_in_place(g->win, kn->mr, ci + ir, rows);
+            if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, rows, pk, kb, pa);
+        }
         for (int64_t jr = 0; jr < nb; jr += kn->nr) {
-            Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1};
-            if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs};
+            Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
+            if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
+            if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk};
             micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, min64(kn->mr, mb - ir),
                   min64(kn->nr, nb - jr), acc);
         }

@@ -3,7 +3,8 @@
 // A micro-kernel computes one MR x NR block of C from a packed micro-panel of A
 // (a[p*MR + i], MR rows interleaved along k; or a[p*ak + i], MR columns of a
 // column-major A read in place; the rows variant reads MR rows of a row-major
-// A, a[i*lda + p]) and one of B (b[p*NR + j]): for
+// A, a[i*lda + p]; the taps variant a[off[p] + i], a convolution's window matrix
+// read from its image, MR pixels of an image row per tap) and one of B (b[p*NR + j]): for
 // each p it loads a row of NR values of B into vector registers, broadcasts
 // each of the MR values of A and does MR*NR/W fused multiply-adds into
 // accumulators that stay in registers for the whole k loop. C is row-major
@@ -55,7 +56,8 @@ static void rows_c(int64_t k, const float *a, int64_t lda, const float *b, float
 #define Z_NR 32
 #define AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, const float *a, int64_t ak, int64_t ai,
-                                                                     const float *b, float *c, int64_t ldc, int acc) {
+                                                                     const int64_t *off, const float *b, float *c,
+                                                                     int64_t ldc, int acc) {
     __m512 c0[Z_MR], c1[Z_MR];
 #pragma GCC unroll 14
     for (int i = 0; i < Z_MR; i++) {   // C's lines arrive while the k loop runs
@@ -65,7 +67,7 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
     }
     for (int64_t p = 0; p < k; p++) {
         __m512 b0 = _mm512_load_ps(b + p * Z_NR), b1 = _mm512_load_ps(b + p * Z_NR + 16);
-        const float *ap = a + p * ak;
+        const float *ap = off ? a + off[p] : a + p * ak;
 #pragma GCC unroll 14
         for (int i = 0; i < Z_MR; i++) {
             __m512 x = _mm512_set1_ps(ap[i * ai]);
@@ -86,10 +88,14 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
 }
 
 AVX512 static void kern_avx512(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx512(k, a, ak, 1, b, c, ldc, acc);
+    body_avx512(k, a, ak, 1, NULL, b, c, ldc, acc);
 }
 AVX512 static void rows_avx512(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx512(k, a, 1, lda, b, c, ldc, acc);
+    body_avx512(k, a, 1, lda, NULL, b, c, ldc, acc);
+}
+AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc,
+                               int acc) {
+    body_avx512(k, a, 0, 1, off, b, c, ldc, acc);
 }
 
 // AVX2: 6 rows x 16 columns, two ymm of B per k and 12 accumulators (BLIS's
@@ -98,7 +104,8 @@ AVX512 static void rows_avx512(int64_t k, const float *a, int64_t lda, const flo
 #define Y_NR 16
 #define AVX2 __attribute__((target("avx2,fma")))
 static inline __attribute__((always_inline)) AVX2 void body_avx2(int64_t k, const float *a, int64_t ak, int64_t ai,
-                                                                 const float *b, float *c, int64_t ldc, int acc) {
+                                                                 const int64_t *off, const float *b, float *c,
+                                                                 int64_t ldc, int acc) {
     __m256 c0[Y_MR], c1[Y_MR];
 #pragma GCC unroll 6
     for (int i = 0; i < Y_MR; i++) {
@@ -108,7 +115,7 @@ static inline __attribute__((always_inline)) AVX2 void body_avx2(int64_t k, cons
     }
     for (int64_t p = 0; p < k; p++) {
         __m256 b0 = _mm256_load_ps(b + p * Y_NR), b1 = _mm256_load_ps(b + p * Y_NR + 8);
-        const float *ap = a + p * ak;
+        const float *ap = off ? a + off[p] : a + p * ak;
 #pragma GCC unroll 6
         for (int i = 0; i < Y_MR; i++) {
             __m256 x = _mm256_broadcast_ss(ap + i * ai);
@@ -176,20 +183,23 @@ static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t
 DEFINE_PACK_B(pack_b_avx2, AVX2, Y_NR)
 
 AVX2 static void kern_avx2(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, ak, 1, b, c, ldc, acc);
+    body_avx2(k, a, ak, 1, NULL, b, c, ldc, acc);
 }
 AVX2 static void rows_avx2(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, 1, lda, b, c, ldc, acc);
+    body_avx2(k, a, 1, lda, NULL, b, c, ldc, acc);
+}
+AVX2 static void taps_avx2(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc) {
+    body_avx2(k, a, 0, 1, off, b, c, ldc, acc);
 }
 
 DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 #endif
 
 static const GemmKern kerns[] = {
-    [GEMM_KILN_C] = {"c", C_MR, C_NR, kern_c, rows_c, NULL},
+    [GEMM_KILN_C] = {"c", C_MR, C_NR, kern_c, rows_c, NULL, NULL},
 #ifdef KILN_X86
-    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, kern_avx2, rows_avx2, pack_b_avx2},
-    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, kern_avx512, rows_avx512, pack_b_avx512},
+    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, kern_avx2, rows_avx2, taps_avx2, pack_b_avx2},
+    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, kern_avx512, rows_avx512, taps_avx512, pack_b_avx512},
 #endif
 };
 

@@ -241,6 +241,13 @@ AVX512 static void pack_taps_avx512(const Win *w, int mr, int64_t q0, int64_t mb
 }
 #endif
 
+const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows) {
+    if (!w->toff || w->strw != 1 || rows != mr) return NULL;
+    Pixel px = pixel_of(w, r0);
+    if (px.ow0 + mr > w->ow) return NULL;
+    return (const float *)w->x + px.n * w->sn + px.oh * w->strh * w->sh + px.ow0;
+}
+
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst) {
 #ifdef WIN_X86
     if (w->vec && w->strw == 1) {

@@ -90,6 +90,9 @@ typedef struct {
     void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
     // The same with mr whole rows of a row-major A read in place, a[i*lda + p].
     void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc);
+    // The same with A's column p at a + off[p], its mr values contiguous: a window
+    // matrix's panel of mr pixels of one image row read in place (NULL: none).
+    void (*taps)(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc);
     // Packs one whole B panel, b(p, j) at b[p*rs + j*cs] for p < k, j < nr, into
     // dst[p*nr + j] with this instruction set's moves when B is row-major (cs == 1)
     // or column-major (rs == 1); 0 (nothing written) otherwise. NULL: none.
@@ -116,6 +119,10 @@ typedef struct {
     int vec;                               // the packers may use AVX-512 masked moves
 } Win;
 #define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
+// A panel of mr pixels from row r0 that lies in one image row of the padded
+// image: its first pixel's address, each tap's values x[toff[q]] then contiguous
+// (the kernel's taps entry reads it in place); NULL if it must be packed.
+const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows);
 void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows);
 // The scratch floats win_setup needs: a zero-padded copy of the image (if the
 // windows reach past it) and each tap's offset into an image.
