@@ -671,8 +671,27 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind)) && g->kern->mr <= MAX_WIN_MR) {
         Gemm t = *g;
         t.win = &w;
+        // The weights' gradient over more than one channel: the taps channels
+        // last (win_channels_last), so packing reads a run of channels per
+        // pixel instead of a few runs of KW taps; the rows come out in that
+        // order, into a buffer, and go to the caller's C by win_row_of.
+        float *rows = taps_rows && win_channels_last(&w) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
+        w.hwc = rows != NULL;
+        if (rows) t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
         plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);
-        if (packed(rt, &t, 1)) return;
+        int done = packed(rt, &t, 1);
+        if (done && rows) {
+            float *c = g->c;
+            for (int64_t q = 0; q < g->m; q++) {
+                float *d = c + win_row_of(&w, q) * g->c_rs;
+                const float *r = rows + q * g->n;
+                for (int64_t j = 0; j < g->n; j++) d[j * g->c_cs] = g->beta == 0 ? r[j] : r[j] + (float)g->beta * d[j * g->c_cs];
+            }
+            finish(g, 0, 0, g->m, 0, g->n);
+        }
+        rt_free(rows);
+        if (done) return;
+        w.hwc = 0;
     }
     size_t esize = g->f64 ? sizeof(double) : sizeof(float);
     void *cols = rt_alloc(esize * (size_t)(w.pixels * w.taps));

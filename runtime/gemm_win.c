@@ -37,7 +37,7 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
     win_read(w, geom);
     w->x = x;
     w->taps_rows = taps_rows;
-    w->toff = NULL, w->vec = 0;
+    w->toff = NULL, w->vec = 0, w->hwc = 0;
     // Rows and columns the windows reach past the image's end.
     w->pb = (w->oh - 1) * w->strh + (w->kh - 1) * w->dh + 1 - w->pt - w->h;
     w->pr = (w->ow - 1) * w->strw + (w->kw - 1) * w->dw + 1 - w->pl - w->w;
@@ -50,7 +50,7 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
 // a zero-padded copy (the CNN's 3.2 MB image: 5.3 MB, about a millisecond to
 // write) makes each run a plain copy.
 static int64_t padded_floats(const Win *w) {
-    if (w->inside) return 0;
+    if (w->inside && !w->hwc) return 0;
     return w->n * w->c * (w->pt + w->h + w->pb) * (w->pl + w->w + w->pr);
 }
 
@@ -97,17 +97,45 @@ static void pad_images_cl(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
+// Images [lo, hi) copied padded and channels last, [N, H, W, C]: a pixel's
+// channels are a run (one copy when x is channels last itself).
+static void pad_images_hwc(void *ctx, int64_t lo, int64_t hi) {
+    const Pad *pd = ctx;
+    const Win *w = pd->w;
+    int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr, c = w->c;
+    for (int64_t i = lo; i < hi; i++) {
+        float *d = pd->p + i * hp * wp * c;
+        const float *s = (const float *)w->x + i * w->sn;
+        memset(d, 0, sizeof(float) * hp * wp * c);
+        for (int64_t y = 0; y < w->h; y++)
+            for (int64_t q = 0; q < w->w; q++) {
+                const float *px = s + y * w->sh + q * w->sw;
+                float *o = d + ((w->pt + y) * wp + w->pl + q) * c;
+                if (w->sc == 1) memcpy(o, px, sizeof(float) * c);
+                else for (int64_t ch = 0; ch < c; ch++) o[ch] = px[ch * w->sc];
+            }
+    }
+}
+
 static void pad_into(Win *w, float *p, KRt *rt) {
     int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr;
     Pad pd = {w, p};
-    if (w->sc < w->sw)
+    if (w->hwc)
+        rt_parallel_for(rt, pad_images_hwc, &pd, w->n, 1 + 65536 / (w->c * hp * wp));
+    else if (w->sc < w->sw)
         rt_parallel_for(rt, pad_images_cl, &pd, w->n, 1 + 65536 / (w->c * hp * wp));
     else
         rt_parallel_for(rt, pad_planes, &pd, w->n * w->c, 1 + 65536 / (hp * wp));
     w->x = p;
     w->h = hp, w->w = wp, w->pt = w->pl = w->pb = w->pr = 0;
-    w->sw = 1, w->sh = wp, w->sc = hp * wp, w->sn = w->c * hp * wp;
+    if (w->hwc) w->sc = 1, w->sw = w->c, w->sh = wp * w->c, w->sn = hp * wp * w->c;
+    else w->sw = 1, w->sh = wp, w->sc = hp * wp, w->sn = w->c * hp * wp;
     w->inside = 1;
+}
+
+int64_t win_row_of(const Win *w, int64_t q) {
+    int64_t c = q % w->c, j = q / w->c % w->kw, i = q / (w->c * w->kw);
+    return (c * w->kh + i) * w->kw + j;
 }
 
 // A tap (c, i, j): its channel's offset into an image, its row and column
@@ -161,13 +189,27 @@ int64_t win_scratch_floats(const Win *w) {
     return padded_floats(w) + 2 * w->taps + 16;   // taps' offsets are int64_t
 }
 
+int win_channels_last(Win *w) {
+#ifdef WIN_X86
+    w->hwc = w->taps_rows && w->c > 1 && __builtin_cpu_supports("avx512f");
+#endif
+    return w->hwc;
+}
+
 void win_setup(Win *w, float *scratch, int mr, KRt *rt) {
     int64_t pf = padded_floats(w);
     if (pf) pad_into(w, scratch, rt);
-    if (w->sw != 1) return;
+    if (w->sw != 1 && !w->hwc) return;
     int64_t *toff = (int64_t *)(scratch + (pf + 1) / 2 * 2);
-    Tap t = tap_of(w, 0);
-    for (int64_t q = 0; q < w->taps; q++, tap_next(w, &t)) toff[q] = t.coff + t.dy * w->sh + t.dx;
+    if (w->hwc) {
+        for (int64_t q = 0; q < w->taps; q++) {   // (i, j, c): a pixel's channels, tap by tap
+            int64_t c = q % w->c, j = q / w->c % w->kw, i = q / (w->c * w->kw);
+            toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw * w->sw;
+        }
+    } else {
+        Tap t = tap_of(w, 0);
+        for (int64_t q = 0; q < w->taps; q++, tap_next(w, &t)) toff[q] = t.coff + t.dy * w->sh + t.dx;
+    }
     w->toff = toff;
 #ifdef WIN_X86
     w->vec = mr <= 16 && __builtin_cpu_supports("avx512f");
@@ -226,12 +268,13 @@ AVX512 static void pack_taps_avx512(const Win *w, int mr, int64_t q0, int64_t mb
             }
         float *d = dst + ir * kb;
         Pixel px = pixel_of(w, p0);
-        int64_t pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw, ow = px.ow0;
+        int64_t step = w->strw * w->sw;   // the next pixel's (1, or the channels when hwc)
+        int64_t pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * step, ow = px.ow0;
         for (int64_t p = 0; p < kb; p++, d += mr) {
             __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, pix + off[0]));
             for (int g = 1; g < nseg; g++) v = _mm512_mask_loadu_ps(v, mask[g], lane_base(x, pix + off[g]));
             _mm512_storeu_ps(d, v);
-            pix += w->strw;
+            pix += step;
             if (++ow == w->ow) {
                 px = pixel_of(w, p0 + p + 1);
                 pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;

@@ -117,7 +117,17 @@ typedef struct {
     int inside;                            // no padding: every window is inside the image
     const int64_t *toff;                   // each tap's offset into an image (unit column stride), or NULL
     int vec;                               // the packers may use AVX-512 masked moves
+    // Channels last (win_channels_last, with taps_rows, on the AVX-512 packers'
+    // path): the image copied padded as [N, H, W, C] and the taps taken in
+    // (i, j, c) order, so a panel's taps for one pixel are one run of channels;
+    // the product's rows (taps) are then in that order, and win_row_of maps them
+    // back to the caller's (c, i, j) rows.
+    int hwc;
 } Win;
+// Asks for channels last; 1 if this build and CPU have its packers (then set).
+int win_channels_last(Win *w);
+// Tap q (in (i, j, c) order, channels last) as its (c, i, j) index: C's row.
+int64_t win_row_of(const Win *w, int64_t q);
 #define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
 // A panel of mr pixels from row r0 that lies in one image row of the padded
 // image: its first pixel's address, each tap's values x[toff[q]] then contiguous
