@@ -55,12 +55,14 @@ static void rows_c(int64_t k, const float *a, int64_t lda, const float *b, float
 #define Z_MR 14
 #define Z_NR 32
 #define AVX512 __attribute__((target("avx512f,avx512vl,fma")))
+// mr: Z_MR, or fewer for the last panel of a product whose rows are not a
+// multiple of Z_MR (the tails, below).
 static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, const float *a, int64_t ak, int64_t ai,
-                                                                     const int64_t *off, const float *b, float *c,
-                                                                     int64_t ldc, int acc) {
+                                                                     const int64_t *off, const int mr, const float *b,
+                                                                     float *c, int64_t ldc, int acc) {
     __m512 c0[Z_MR], c1[Z_MR];
 #pragma GCC unroll 14
-    for (int i = 0; i < Z_MR; i++) {   // C's lines arrive while the k loop runs
+    for (int i = 0; i < mr; i++) {   // C's lines arrive while the k loop runs
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
         c0[i] = c1[i] = _mm512_setzero_ps();
@@ -69,14 +71,14 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
         __m512 b0 = _mm512_load_ps(b + p * Z_NR), b1 = _mm512_load_ps(b + p * Z_NR + 16);
         const float *ap = off ? a + off[p] : a + p * ak;
 #pragma GCC unroll 14
-        for (int i = 0; i < Z_MR; i++) {
+        for (int i = 0; i < mr; i++) {
             __m512 x = _mm512_set1_ps(ap[i * ai]);
             c0[i] = _mm512_fmadd_ps(x, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(x, b1, c1[i]);
         }
     }
 #pragma GCC unroll 14
-    for (int i = 0; i < Z_MR; i++) {
+    for (int i = 0; i < mr; i++) {
         float *ci = c + i * ldc;
         if (acc) {
             c0[i] = _mm512_add_ps(c0[i], _mm512_loadu_ps(ci));
@@ -88,15 +90,30 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
 }
 
 AVX512 static void kern_avx512(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx512(k, a, ak, 1, NULL, b, c, ldc, acc);
+    body_avx512(k, a, ak, 1, NULL, Z_MR, b, c, ldc, acc);
 }
 AVX512 static void rows_avx512(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx512(k, a, 1, lda, NULL, b, c, ldc, acc);
+    body_avx512(k, a, 1, lda, NULL, Z_MR, b, c, ldc, acc);
 }
 AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc,
                                int acc) {
-    body_avx512(k, a, 0, 1, off, b, c, ldc, acc);
+    body_avx512(k, a, 0, 1, off, Z_MR, b, c, ldc, acc);
 }
+
+// The tails: the kernel for the last panel's 1..13 rows, straight into C. The
+// 14-row kernel would compute a whole panel there: a 128-row product (a
+// mini-batch) is 9 panels and 2 rows, 140 rows' work for 128.
+#define DEFINE_TAIL(M)                                                                                          \
+    AVX512 static void tail##M##_avx512(int64_t k, const float *a, int64_t ak, const float *b, float *c,         \
+                                        int64_t ldc, int acc) {                                                  \
+        body_avx512(k, a, ak, 1, NULL, M, b, c, ldc, acc);                                                       \
+    }
+DEFINE_TAIL(1) DEFINE_TAIL(2) DEFINE_TAIL(3) DEFINE_TAIL(4) DEFINE_TAIL(5) DEFINE_TAIL(6) DEFINE_TAIL(7)
+DEFINE_TAIL(8) DEFINE_TAIL(9) DEFINE_TAIL(10) DEFINE_TAIL(11) DEFINE_TAIL(12) DEFINE_TAIL(13)
+#undef DEFINE_TAIL
+static const GemmTail tails_avx512[Z_MR] = {NULL, tail1_avx512, tail2_avx512, tail3_avx512, tail4_avx512,
+                                            tail5_avx512, tail6_avx512, tail7_avx512, tail8_avx512, tail9_avx512,
+                                            tail10_avx512, tail11_avx512, tail12_avx512, tail13_avx512};
 
 // AVX2: 6 rows x 16 columns, two ymm of B per k and 12 accumulators (BLIS's
 // haswell shape).
@@ -196,10 +213,10 @@ DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 #endif
 
 static const GemmKern kerns[] = {
-    [GEMM_KILN_C] = {"c", C_MR, C_NR, kern_c, rows_c, NULL, NULL},
+    [GEMM_KILN_C] = {"c", C_MR, C_NR, kern_c, rows_c, NULL, NULL, NULL},
 #ifdef KILN_X86
-    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, kern_avx2, rows_avx2, taps_avx2, pack_b_avx2},
-    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, kern_avx512, rows_avx512, taps_avx512, pack_b_avx512},
+    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, kern_avx2, rows_avx2, taps_avx2, NULL, pack_b_avx2},
+    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, kern_avx512, rows_avx512, taps_avx512, tails_avx512, pack_b_avx512},
 #endif
 };
 

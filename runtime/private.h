@@ -82,6 +82,7 @@ int rt_gemm_kind_env(void);   // parses KILN_GEMM (unset, empty or unknown: the 
 int rt_gemm_kind(const KRt *rt);   // what rt_new read; rt_gemm_kind_env() for a NULL rt
 
 // A micro-kernel: C[0:mr, 0:nr] (row stride ldc) = (acc ? C : 0) + A_panel @ B_panel,
+typedef void (*GemmTail)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
 // where the packed B panel holds b[p*nr + j] for p < k, 64-byte aligned, and fn reads
 // A as a[p*ak + i] (a packed panel: ak = mr; or a column-major A in place).
 typedef struct {
@@ -93,6 +94,8 @@ typedef struct {
     // The same with A's column p at a + off[p], its mr values contiguous: a window
     // matrix's panel of mr pixels of one image row read in place (NULL: none).
     void (*taps)(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc);
+    // fn for a panel of r < mr rows, tail[r], writing only those rows of C (NULL: none).
+    const GemmTail *tail;
     // Packs one whole B panel, b(p, j) at b[p*rs + j*cs] for p < k, j < nr, into
     // dst[p*nr + j] with this instruction set's moves when B is row-major (cs == 1)
     // or column-major (rs == 1); 0 (nothing written) otherwise. NULL: none.
