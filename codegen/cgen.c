@@ -358,13 +358,8 @@ static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *
   cg_line(g, "}");
   end_kernel(g);
   // Step 2: a strip of outputs, each over the chunks in order.
-  str_put(g->out, "\n// k%d: %s, the chunks' partials combined\nstatic void kern%d(void *vp, int64_t lo, int64_t hi) {\n", k,
-          ir_ops[n->op].name, k);
-  g->ind = 1;
-  cg_line(g, "const Args *A = vp;");
-  cg_line(g, "const int64_t *D = A->D; (void)D;");
+  begin_kernel(g, K, k);
   cg_line(g, "const %s *part = (const %s *)A->scratch;", T, T);
-  cg_line(g, "%s *out = A->b[%d];", cg_ctype(n->dtype), K->out);
   cg_line(g, "for (int64_t q = lo; q < hi; q++) {");
   g->ind++;
   cg_line(g, "%s acc = %s;", T, init);
@@ -375,7 +370,7 @@ static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *
   reduce_step(g, n, acc, "acc", v);
   g->ind--;
   cg_line(g, "}");
-  cg_line(g, "out[q] = (%s)acc;", cg_ctype(n->dtype));
+  cg_line(g, "b%d[q] = (%s)acc;", K->out, cg_ctype(n->dtype));
   g->ind--;
   cg_line(g, "}");
   end_kernel(g);

@@ -49,8 +49,9 @@ void pass_plan(Schedule *s) {
     if (o->kind != BUF_TEMP || o->slot >= 0) continue;
     size_t esz = ir_dtype_size(o->node->dtype);
     // In place: a temp read here for the last time, as many elements of the same
-    // size, at the element written (sched_reads_aligned: the same linear index). In an epilogue, only over what the group itself
-    // wrote: another thread may still be reading anything else anywhere.
+    // size, at the element written (sched_reads_aligned: the same linear index).
+    // In an epilogue, only over what the group itself wrote: another thread may
+    // still be reading anything else anywhere.
     if (K->kind == KS_EW && !K->copy)
       for (int r = 0; r < K->nreads && o->slot < 0; r++) {
         Buffer *in = &s->bufs[K->reads[r]];

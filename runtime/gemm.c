@@ -275,7 +275,7 @@ static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, flo
                   int64_t mv, int64_t nv, int acc) {
     _Alignas(64) float t[MAX_MR * MAX_NR];
     int whole = mv == kn->mr && nv == kn->nr && cs == 1;
-    if (!whole && kn->tail && mv < kn->mr && nv == kn->nr && cs == 1 && !ap.off && ap.ai == 1) {
+    if (kn->tail && mv < kn->mr && nv == kn->nr && cs == 1 && !ap.off && ap.ai == 1) {
         kn->tail[mv](kb, ap.a, ap.ak, pb, c, rs, acc);   // the last panel's rows only
         return;
     }

@@ -76,43 +76,27 @@ static void pad_planes(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-// Images [lo, hi) of a channels-last x (its channels the fastest axis: a
-// product's [pixels, channels] layout seen as NCHW): each pixel's channels read
+// Images [lo, hi) a pixel at a time, into the padded copy's layout: NCHW (the
+// copy's planes) from a channels-last x (its channels the fastest axis: a
+// product's [pixels, channels] layout seen as NCHW), each pixel's channels read
 // together and spread over the image's planes, which stay in cache, instead of
-// one channel at a time a stride apart.
-static void pad_images_cl(void *ctx, int64_t lo, int64_t hi) {
+// one channel at a time a stride apart; or channels last (hwc), a pixel's
+// channels one run (one copy when x is channels last itself).
+static void pad_images(void *ctx, int64_t lo, int64_t hi) {
     const Pad *pd = ctx;
     const Win *w = pd->w;
     int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr, plane = hp * wp;
+    int64_t dc = w->hwc ? 1 : plane, dx = w->hwc ? w->c : 1;   // the copy's channel and column strides
     for (int64_t i = lo; i < hi; i++) {
-        float *d = pd->p + i * w->c * plane + w->pt * wp + w->pl;
+        float *d = pd->p + i * w->c * plane;
         const float *s = (const float *)w->x + i * w->sn;
-        memset(pd->p + i * w->c * plane, 0, sizeof(float) * w->c * plane);
+        memset(d, 0, sizeof(float) * w->c * plane);
         for (int64_t y = 0; y < w->h; y++)
             for (int64_t q = 0; q < w->w; q++) {
                 const float *px = s + y * w->sh + q * w->sw;
-                float *o = d + y * wp + q;
-                for (int64_t c = 0; c < w->c; c++) o[c * plane] = px[c * w->sc];
-            }
-    }
-}
-
-// Images [lo, hi) copied padded and channels last, [N, H, W, C]: a pixel's
-// channels are a run (one copy when x is channels last itself).
-static void pad_images_hwc(void *ctx, int64_t lo, int64_t hi) {
-    const Pad *pd = ctx;
-    const Win *w = pd->w;
-    int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr, c = w->c;
-    for (int64_t i = lo; i < hi; i++) {
-        float *d = pd->p + i * hp * wp * c;
-        const float *s = (const float *)w->x + i * w->sn;
-        memset(d, 0, sizeof(float) * hp * wp * c);
-        for (int64_t y = 0; y < w->h; y++)
-            for (int64_t q = 0; q < w->w; q++) {
-                const float *px = s + y * w->sh + q * w->sw;
-                float *o = d + ((w->pt + y) * wp + w->pl + q) * c;
-                if (w->sc == 1) memcpy(o, px, sizeof(float) * c);
-                else for (int64_t ch = 0; ch < c; ch++) o[ch] = px[ch * w->sc];
+                float *o = d + ((w->pt + y) * wp + w->pl + q) * dx;
+                if (dc == 1 && w->sc == 1) memcpy(o, px, sizeof(float) * w->c);
+                else for (int64_t c = 0; c < w->c; c++) o[c * dc] = px[c * w->sc];
             }
     }
 }
@@ -120,10 +104,8 @@ static void pad_images_hwc(void *ctx, int64_t lo, int64_t hi) {
 static void pad_into(Win *w, float *p, KRt *rt) {
     int64_t hp = w->pt + w->h + w->pb, wp = w->pl + w->w + w->pr;
     Pad pd = {w, p};
-    if (w->hwc)
-        rt_parallel_for(rt, pad_images_hwc, &pd, w->n, 1 + 65536 / (w->c * hp * wp));
-    else if (w->sc < w->sw)
-        rt_parallel_for(rt, pad_images_cl, &pd, w->n, 1 + 65536 / (w->c * hp * wp));
+    if (w->hwc || w->sc < w->sw)
+        rt_parallel_for(rt, pad_images, &pd, w->n, 1 + 65536 / (w->c * hp * wp));
     else
         rt_parallel_for(rt, pad_planes, &pd, w->n * w->c, 1 + 65536 / (hp * wp));
     w->x = p;
@@ -133,8 +115,14 @@ static void pad_into(Win *w, float *p, KRt *rt) {
     w->inside = 1;
 }
 
+// Tap q of the channels-last (i, j, c) order.
+static void hwc_tap(const Win *w, int64_t q, int64_t *c, int64_t *i, int64_t *j) {
+    *c = q % w->c, *j = q / w->c % w->kw, *i = q / (w->c * w->kw);
+}
+
 int64_t win_row_of(const Win *w, int64_t q) {
-    int64_t c = q % w->c, j = q / w->c % w->kw, i = q / (w->c * w->kw);
+    int64_t c, i, j;
+    hwc_tap(w, q, &c, &i, &j);
     return (c * w->kh + i) * w->kw + j;
 }
 
@@ -203,7 +191,8 @@ void win_setup(Win *w, float *scratch, int mr, KRt *rt) {
     int64_t *toff = (int64_t *)(scratch + (pf + 1) / 2 * 2);
     if (w->hwc) {
         for (int64_t q = 0; q < w->taps; q++) {   // (i, j, c): a pixel's channels, tap by tap
-            int64_t c = q % w->c, j = q / w->c % w->kw, i = q / (w->c * w->kw);
+            int64_t c, i, j;
+            hwc_tap(w, q, &c, &i, &j);
             toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw * w->sw;
         }
     } else {
