@@ -269,25 +269,27 @@ typedef struct {
     const int64_t *off;    // or, if not NULL, at a[off[p] + i] (taps: windows in place)
 } Panel;
 
-// One mv x nv block of C (at most mr x nr): straight into C when the block is
-// whole and its rows contiguous, else into a buffer and copied out.
+// One mv x nv block of C (at most mr x nr): straight into C when its columns
+// are whole and contiguous and its rows are the kernel's mr or a tail's, else
+// into a buffer and copied out. A tail computes only the panel's mv rows.
 static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, float *c, int64_t rs, int64_t cs,
                   int64_t mv, int64_t nv, int acc) {
     _Alignas(64) float t[MAX_MR * MAX_NR];
-    int whole = mv == kn->mr && nv == kn->nr && cs == 1;
-    if (kn->tail && mv < kn->mr && nv == kn->nr && cs == 1 && !ap.off && ap.ai == 1) {
-        kn->tail[mv](kb, ap.a, ap.ak, pb, c, rs, acc);   // the last panel's rows only
-        return;
-    }
-    float *dst = whole ? c : t;
-    int64_t ld = whole ? rs : kn->nr;
-    if (ap.off)
-        kn->taps(kb, ap.a, ap.off, pb, dst, ld, whole && acc);
+    int tail = mv < kn->mr && (ap.off ? kn->taps_tail != NULL : ap.ai == 1 && kn->tail != NULL);
+    int direct = nv == kn->nr && cs == 1 && (mv == kn->mr || tail);
+    float *dst = direct ? c : t;
+    int64_t ld = direct ? rs : kn->nr;
+    if (tail && ap.off)
+        kn->taps_tail[mv](kb, ap.a, ap.off, pb, dst, ld, direct && acc);
+    else if (tail)
+        kn->tail[mv](kb, ap.a, ap.ak, pb, dst, ld, direct && acc);
+    else if (ap.off)
+        kn->taps(kb, ap.a, ap.off, pb, dst, ld, direct && acc);
     else if (ap.ai == 1)
-        kn->fn(kb, ap.a, ap.ak, pb, dst, ld, whole && acc);
+        kn->fn(kb, ap.a, ap.ak, pb, dst, ld, direct && acc);
     else
-        kn->rows(kb, ap.a, ap.ai, pb, dst, ld, whole && acc);
-    if (whole) return;
+        kn->rows(kb, ap.a, ap.ai, pb, dst, ld, direct && acc);
+    if (direct) return;
     for (int64_t i = 0; i < mv; i++)
         for (int64_t j = 0; j < nv; j++) {
             float *x = c + i * rs + j * cs;
@@ -325,23 +327,23 @@ static void block(const Gemm *g, float *pa, const float *pb, const float *a, flo
     int win_rows = g->win && !g->win->taps_rows;
     if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
     else if (!win_rows && mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
-    for (int64_t ir = 0; ir < mb; ir += kn->mr) {
+    for (int64_t ir = 0, mv; ir < mb; ir += mv) {
         const float *in_place = NULL;
+        mv = min64(kn->mr, mb - ir);
         if (win_rows) {
-            int64_t rows = min64(kn->mr, mb - ir);
-            if (kn->taps) in_place = win_panel_in_place(g->win, kn->mr, ci + ir, rows);
-            if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, rows, pk, kb, pa);
+            if (kn->taps && kn->taps_tail) mv = win_panel_rows(g->win, kn->mr, ci + ir, mb - ir);
+            if (kn->taps) in_place = win_panel_in_place(g->win, kn->mr, ci + ir, mv, kn->taps_tail != NULL);
+            if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, mv, pk, kb, pa);
         }
         for (int64_t jr = 0; jr < nb; jr += kn->nr) {
             Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
             if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk};
-            micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, min64(kn->mr, mb - ir),
-                  min64(kn->nr, nb - jr), acc);
+            micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, mv, min64(kn->nr, nb - jr), acc);
         }
         // A strip of C^T is mr columns of the caller's C: too narrow to sweep, so
         // a transposed problem's epilogue runs per block instead (packed_tile).
-        if (last && !g->transposed) finish(g, p, ci + ir, ci + min64(ir + kn->mr, mb), cj, cj + nb);
+        if (last && !g->transposed) finish(g, p, ci + ir, ci + ir + mv, cj, cj + nb);
     }
 }
 
@@ -477,7 +479,7 @@ static int packed(KRt *rt, Gemm *g, int64_t batch) {
     float *buf = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
     if (!buf) return 0;
     if (g->win) {
-        win_setup(g->win, buf, (int)g->kern->mr, rt);
+        win_setup(g->win, buf, g->kern, rt);
         g->a = g->win->x;
     }
     g->ws = buf + pre;
@@ -679,7 +681,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         // last (win_channels_last), so packing reads a run of channels per
         // pixel instead of a few runs of KW taps; the rows come out in that
         // order, into a buffer, and go to the caller's C by win_row_of.
-        float *rows = taps_rows && win_channels_last(&w) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
+        float *rows = taps_rows && win_channels_last(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
         w.hwc = rows != NULL;
         if (rows) t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
         plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);

@@ -100,20 +100,31 @@ AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, co
     body_avx512(k, a, 0, 1, off, Z_MR, b, c, ldc, acc);
 }
 
-// The tails: the kernel for the last panel's 1..13 rows, straight into C. The
+// The tails: the kernels for a panel of 1..13 rows, straight into C. The
 // 14-row kernel would compute a whole panel there: a 128-row product (a
-// mini-batch) is 9 panels and 2 rows, 140 rows' work for 128.
-#define DEFINE_TAIL(M)                                                                                          \
-    AVX512 static void tail##M##_avx512(int64_t k, const float *a, int64_t ak, const float *b, float *c,         \
-                                        int64_t ldc, int acc) {                                                  \
-        body_avx512(k, a, ak, 1, NULL, M, b, c, ldc, acc);                                                       \
+// mini-batch) is 9 panels and 2 rows, 140 rows' work for 128; a window
+// matrix's panels end where an image row does (gemm.c), 11 + 11 + 10 pixels
+// for a 32-pixel row. One tail per row count and way of reading A.
+#define DEFINE_TAILS(TARGET, BODY, SFX, M)                                                                       \
+    TARGET static void tail##M##_##SFX(int64_t k, const float *a, int64_t ak, const float *b, float *c,          \
+                                       int64_t ldc, int acc) {                                                   \
+        BODY(k, a, ak, 1, NULL, M, b, c, ldc, acc);                                                              \
+    }                                                                                                            \
+    TARGET static void taps##M##_##SFX(int64_t k, const float *a, const int64_t *off, const float *b, float *c,  \
+                                       int64_t ldc, int acc) {                                                   \
+        BODY(k, a, 0, 1, off, M, b, c, ldc, acc);                                                                \
     }
-DEFINE_TAIL(1) DEFINE_TAIL(2) DEFINE_TAIL(3) DEFINE_TAIL(4) DEFINE_TAIL(5) DEFINE_TAIL(6) DEFINE_TAIL(7)
-DEFINE_TAIL(8) DEFINE_TAIL(9) DEFINE_TAIL(10) DEFINE_TAIL(11) DEFINE_TAIL(12) DEFINE_TAIL(13)
-#undef DEFINE_TAIL
+#define Z_TAILS(M) DEFINE_TAILS(AVX512, body_avx512, avx512, M)
+Z_TAILS(1) Z_TAILS(2) Z_TAILS(3) Z_TAILS(4) Z_TAILS(5) Z_TAILS(6) Z_TAILS(7)
+Z_TAILS(8) Z_TAILS(9) Z_TAILS(10) Z_TAILS(11) Z_TAILS(12) Z_TAILS(13)
+#undef Z_TAILS
 static const GemmTail tails_avx512[Z_MR] = {NULL, tail1_avx512, tail2_avx512, tail3_avx512, tail4_avx512,
                                             tail5_avx512, tail6_avx512, tail7_avx512, tail8_avx512, tail9_avx512,
                                             tail10_avx512, tail11_avx512, tail12_avx512, tail13_avx512};
+static const GemmTapsTail taps_tails_avx512[Z_MR] = {NULL, taps1_avx512, taps2_avx512, taps3_avx512, taps4_avx512,
+                                                     taps5_avx512, taps6_avx512, taps7_avx512, taps8_avx512,
+                                                     taps9_avx512, taps10_avx512, taps11_avx512, taps12_avx512,
+                                                     taps13_avx512};
 
 // AVX2: 6 rows x 16 columns, two ymm of B per k and 12 accumulators (BLIS's
 // haswell shape).
@@ -121,11 +132,11 @@ static const GemmTail tails_avx512[Z_MR] = {NULL, tail1_avx512, tail2_avx512, ta
 #define Y_NR 16
 #define AVX2 __attribute__((target("avx2,fma")))
 static inline __attribute__((always_inline)) AVX2 void body_avx2(int64_t k, const float *a, int64_t ak, int64_t ai,
-                                                                 const int64_t *off, const float *b, float *c,
-                                                                 int64_t ldc, int acc) {
+                                                                 const int64_t *off, const int mr, const float *b,
+                                                                 float *c, int64_t ldc, int acc) {
     __m256 c0[Y_MR], c1[Y_MR];
 #pragma GCC unroll 6
-    for (int i = 0; i < Y_MR; i++) {
+    for (int i = 0; i < mr; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + 8), _MM_HINT_T0);
         c0[i] = c1[i] = _mm256_setzero_ps();
@@ -134,14 +145,14 @@ static inline __attribute__((always_inline)) AVX2 void body_avx2(int64_t k, cons
         __m256 b0 = _mm256_load_ps(b + p * Y_NR), b1 = _mm256_load_ps(b + p * Y_NR + 8);
         const float *ap = off ? a + off[p] : a + p * ak;
 #pragma GCC unroll 6
-        for (int i = 0; i < Y_MR; i++) {
+        for (int i = 0; i < mr; i++) {
             __m256 x = _mm256_broadcast_ss(ap + i * ai);
             c0[i] = _mm256_fmadd_ps(x, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(x, b1, c1[i]);
         }
     }
 #pragma GCC unroll 6
-    for (int i = 0; i < Y_MR; i++) {
+    for (int i = 0; i < mr; i++) {
         float *ci = c + i * ldc;
         if (acc) {
             c0[i] = _mm256_add_ps(c0[i], _mm256_loadu_ps(ci));
@@ -200,23 +211,29 @@ static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t
 DEFINE_PACK_B(pack_b_avx2, AVX2, Y_NR)
 
 AVX2 static void kern_avx2(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, ak, 1, NULL, b, c, ldc, acc);
+    body_avx2(k, a, ak, 1, NULL, Y_MR, b, c, ldc, acc);
 }
 AVX2 static void rows_avx2(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, 1, lda, NULL, b, c, ldc, acc);
+    body_avx2(k, a, 1, lda, NULL, Y_MR, b, c, ldc, acc);
 }
 AVX2 static void taps_avx2(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, 0, 1, off, b, c, ldc, acc);
+    body_avx2(k, a, 0, 1, off, Y_MR, b, c, ldc, acc);
 }
+#define Y_TAILS(M) DEFINE_TAILS(AVX2, body_avx2, avx2, M)
+Y_TAILS(1) Y_TAILS(2) Y_TAILS(3) Y_TAILS(4) Y_TAILS(5)
+#undef Y_TAILS
+static const GemmTail tails_avx2[Y_MR] = {NULL, tail1_avx2, tail2_avx2, tail3_avx2, tail4_avx2, tail5_avx2};
+static const GemmTapsTail taps_tails_avx2[Y_MR] = {NULL, taps1_avx2, taps2_avx2, taps3_avx2, taps4_avx2, taps5_avx2};
 
 DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 #endif
 
 static const GemmKern kerns[] = {
-    [GEMM_KILN_C] = {"c", C_MR, C_NR, kern_c, rows_c, NULL, NULL, NULL},
+    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, kern_c, rows_c, NULL, NULL, NULL, NULL},
 #ifdef KILN_X86
-    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, kern_avx2, rows_avx2, taps_avx2, NULL, pack_b_avx2},
-    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, kern_avx512, rows_avx512, taps_avx512, tails_avx512, pack_b_avx512},
+    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2},
+    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
+                          pack_b_avx512},
 #endif
 };
 

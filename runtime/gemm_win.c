@@ -22,6 +22,7 @@
 #define WIN_X86 1
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f")))
+#define AVX2 __attribute__((target("avx2")))
 #endif
 
 static void win_read(Win *w, const int64_t *geom) {
@@ -177,14 +178,20 @@ int64_t win_scratch_floats(const Win *w) {
     return padded_floats(w) + 2 * w->taps + 16;   // taps' offsets are int64_t
 }
 
-int win_channels_last(Win *w) {
-#ifdef WIN_X86
-    w->hwc = w->taps_rows && w->c > 1 && __builtin_cpu_supports("avx512f");
-#endif
+// The vector packers for kn's panels: its instruction set's, if its mr fits
+// their vectors.
+static int vec_kind(const GemmKern *kn) {
+    if (kn->vec == WIN_VEC_AVX512 && kn->mr <= 16) return WIN_VEC_AVX512;
+    if (kn->vec == WIN_VEC_AVX2 && kn->mr <= 8) return WIN_VEC_AVX2;
+    return WIN_VEC_NONE;
+}
+
+int win_channels_last(Win *w, const GemmKern *kn) {
+    w->hwc = w->taps_rows && w->c > 1 && vec_kind(kn) != WIN_VEC_NONE;
     return w->hwc;
 }
 
-void win_setup(Win *w, float *scratch, int mr, KRt *rt) {
+void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt) {
     int64_t pf = padded_floats(w);
     if (pf) pad_into(w, scratch, rt);
     if (w->sw != 1 && !w->hwc) return;
@@ -200,90 +207,113 @@ void win_setup(Win *w, float *scratch, int mr, KRt *rt) {
         for (int64_t q = 0; q < w->taps; q++, tap_next(w, &t)) toff[q] = t.coff + t.dy * w->sh + t.dx;
     }
     w->toff = toff;
-#ifdef WIN_X86
-    w->vec = mr <= 16 && __builtin_cpu_supports("avx512f");
-#else
-    (void)mr;
-#endif
+    w->vec = vec_kind(kn);
 }
 
 #ifdef WIN_X86
 // The vector packers: a micro-panel's line of mr values (one tap's pixels, or
 // one pixel's taps) is a few runs contiguous in the image, each gathered into
-// its lanes by one masked load, and the line is one masked store (its lanes
-// past the panel's rows zero). A run's load is addressed so that its first lane
-// reads its first value; the lanes outside its mask are not read. The line is
-// stored as a whole vector: its lanes past mr land on the next line, written
-// next (gemm.c leaves 16 floats of room past a panel for the last one); a
-// masked store of a line that crosses a cache line costs several times more.
+// its lanes by one masked load, and the line is one store (its lanes past the
+// panel's rows zero). A run's load is addressed so that its first lane reads
+// its first value; the lanes outside its mask are not read. The line is stored
+// as a whole vector: its lanes past mr land on the next line, written next
+// (gemm.c leaves 16 floats of room past a panel for the last one); a masked
+// store of a line that crosses a cache line costs several times more. One
+// definition for AVX-512 (16 lanes, mask registers) and AVX2 (8 lanes, vector
+// masks): MASK(len, at) has lanes [at, at+len) set, FIRST loads a run into a
+// zeroed vector, NEXT adds one to it.
 static inline const float *lane_base(const float *x, int64_t off) {
     return (const float *)((uintptr_t)x + (uintptr_t)off * sizeof(float));
 }
 
-AVX512 static void pack_pixels_avx512(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb,
-                                      float *dst) {
-    int64_t base[MAX_WIN_MR + 1];
-    __mmask16 mask[MAX_WIN_MR + 1];
-    int nrun = 0;
-    for (int64_t i = 0; i < rows; nrun++) {
-        Pixel px = pixel_of(w, r0 + i);
-        int64_t len = w->ow - px.ow0 < rows - i ? w->ow - px.ow0 : rows - i;
-        base[nrun] = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 - i;
-        mask[nrun] = (__mmask16)(((1u << len) - 1) << i);
-        i += len;
+#define DEFINE_PACKERS(SFX, TARGET, VEC, MASK_T, MASK, FIRST, NEXT, STORE)                                     \
+    TARGET static void pack_pixels_##SFX(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, \
+                                         float *dst) {                                                          \
+        int64_t base[MAX_WIN_MR + 1];                                                                           \
+        MASK_T mask[MAX_WIN_MR + 1];                                                                            \
+        int nrun = 0;                                                                                           \
+        for (int64_t i = 0; i < rows; nrun++) {                                                                 \
+            Pixel px = pixel_of(w, r0 + i);                                                                     \
+            int64_t len = w->ow - px.ow0 < rows - i ? w->ow - px.ow0 : rows - i;                                \
+            base[nrun] = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 - i;                                   \
+            mask[nrun] = MASK(len, i);                                                                          \
+            i += len;                                                                                           \
+        }                                                                                                       \
+        const float *x = w->x;                                                                                  \
+        const int64_t *toff = w->toff + q0;                                                                     \
+        for (int64_t p = 0; p < kb; p++) {                                                                      \
+            VEC v = FIRST(mask[0], lane_base(x, base[0] + toff[p]));                                            \
+            for (int r = 1; r < nrun; r++) v = NEXT(v, mask[r], lane_base(x, base[r] + toff[p]));               \
+            STORE(dst + p * mr, v);                                                                             \
+        }                                                                                                       \
+    }                                                                                                           \
+    TARGET static void pack_taps_##SFX(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb,     \
+                                       float *dst) {                                                            \
+        const float *x = w->x;                                                                                  \
+        for (int64_t ir = 0; ir < mb; ir += mr) {                                                               \
+            int64_t rows = mb - ir < mr ? mb - ir : mr, off[MAX_WIN_MR];                                        \
+            MASK_T mask[MAX_WIN_MR];                                                                            \
+            int nseg = 0, start = 0;                                                                            \
+            const int64_t *toff = w->toff + q0 + ir;                                                            \
+            for (int64_t i = 1; i <= rows; i++) /* runs of taps adjacent in the image */                        \
+                if (i == rows || toff[i] != toff[i - 1] + 1) {                                                  \
+                    off[nseg] = toff[start] - start;                                                            \
+                    mask[nseg++] = MASK(i - start, start);                                                      \
+                    start = (int)i;                                                                             \
+                }                                                                                               \
+            float *d = dst + ir * kb;                                                                           \
+            Pixel px = pixel_of(w, p0);                                                                         \
+            int64_t step = w->strw * w->sw; /* the next pixel's (1, or the channels when hwc) */                \
+            int64_t pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * step, ow = px.ow0;                  \
+            for (int64_t p = 0; p < kb; p++, d += mr) {                                                         \
+                VEC v = FIRST(mask[0], lane_base(x, pix + off[0]));                                             \
+                for (int g = 1; g < nseg; g++) v = NEXT(v, mask[g], lane_base(x, pix + off[g]));                \
+                STORE(d, v);                                                                                    \
+                pix += step;                                                                                    \
+                if (++ow == w->ow) {                                                                            \
+                    px = pixel_of(w, p0 + p + 1);                                                               \
+                    pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;                                       \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
     }
-    const float *x = w->x;
-    const int64_t *toff = w->toff + q0;
-    for (int64_t p = 0; p < kb; p++) {
-        __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, base[0] + toff[p]));
-        for (int r = 1; r < nrun; r++) v = _mm512_mask_loadu_ps(v, mask[r], lane_base(x, base[r] + toff[p]));
-        _mm512_storeu_ps(dst + p * mr, v);
-    }
-}
 
-AVX512 static void pack_taps_avx512(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb,
-                                    float *dst) {
-    const float *x = w->x;
-    for (int64_t ir = 0; ir < mb; ir += mr) {
-        int64_t rows = mb - ir < mr ? mb - ir : mr, off[MAX_WIN_MR];
-        __mmask16 mask[MAX_WIN_MR];
-        int nseg = 0, start = 0;
-        const int64_t *toff = w->toff + q0 + ir;
-        for (int64_t i = 1; i <= rows; i++)   // runs of taps adjacent in the image
-            if (i == rows || toff[i] != toff[i - 1] + 1) {
-                off[nseg] = toff[start] - start;
-                mask[nseg++] = (__mmask16)(((1u << (i - start)) - 1) << start);
-                start = (int)i;
-            }
-        float *d = dst + ir * kb;
-        Pixel px = pixel_of(w, p0);
-        int64_t step = w->strw * w->sw;   // the next pixel's (1, or the channels when hwc)
-        int64_t pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * step, ow = px.ow0;
-        for (int64_t p = 0; p < kb; p++, d += mr) {
-            __m512 v = _mm512_maskz_loadu_ps(mask[0], lane_base(x, pix + off[0]));
-            for (int g = 1; g < nseg; g++) v = _mm512_mask_loadu_ps(v, mask[g], lane_base(x, pix + off[g]));
-            _mm512_storeu_ps(d, v);
-            pix += step;
-            if (++ow == w->ow) {
-                px = pixel_of(w, p0 + p + 1);
-                pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;
-            }
-        }
-    }
+#define Z_MASK(len, at) ((__mmask16)(((1u << (len)) - 1) << (at)))
+#define Z_FIRST(m, p) _mm512_maskz_loadu_ps((m), (p))
+#define Z_NEXT(v, m, p) _mm512_mask_loadu_ps((v), (m), (p))
+DEFINE_PACKERS(avx512, AVX512, __m512, __mmask16, Z_MASK, Z_FIRST, Z_NEXT, _mm512_storeu_ps)
+
+AVX2 static inline __m256i y_mask(int64_t len, int64_t at) {
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)at - 1)),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(at + len)), lane));
 }
+#define Y_FIRST(m, p) _mm256_maskload_ps((p), (m))
+#define Y_NEXT(v, m, p) _mm256_or_ps((v), _mm256_maskload_ps((p), (m)))
+DEFINE_PACKERS(avx2, AVX2, __m256, __m256i, y_mask, Y_FIRST, Y_NEXT, _mm256_storeu_ps)
+#undef DEFINE_PACKERS
 #endif
 
-const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows) {
-    if (!w->toff || w->strw != 1 || rows != mr) return NULL;
+const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows, int tails) {
+    if (!w->toff || w->strw != 1 || rows > mr || (rows < mr && !tails)) return NULL;
     Pixel px = pixel_of(w, r0);
-    if (px.ow0 + mr > w->ow) return NULL;
+    if (px.ow0 + rows > w->ow) return NULL;
     return (const float *)w->x + px.n * w->sn + px.oh * w->strh * w->sh + px.ow0;
+}
+
+int64_t win_panel_rows(const Win *w, int mr, int64_t r0, int64_t left) {
+    if (!w->toff || w->strw != 1) return left < mr ? left : mr;
+    int64_t run = w->ow - r0 % w->ow;   // to the end of the image row
+    if (run > left) run = left;
+    int64_t panels = (run + mr - 1) / mr;
+    return (run + panels - 1) / panels;
 }
 
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst) {
 #ifdef WIN_X86
-    if (w->vec && w->strw == 1) {
-        pack_pixels_avx512(w, mr, r0, rows, q0, kb, dst);
+    if (w->vec != WIN_VEC_NONE && w->strw == 1) {
+        if (w->vec == WIN_VEC_AVX512) pack_pixels_avx512(w, mr, r0, rows, q0, kb, dst);
+        else pack_pixels_avx2(w, mr, r0, rows, q0, kb, dst);
         return;
     }
 #endif
@@ -338,8 +368,9 @@ static void pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, 
 
 void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
 #ifdef WIN_X86
-    if (w->vec) {
-        pack_taps_avx512(w, mr, q0, mb, p0, kb, dst);
+    if (w->vec != WIN_VEC_NONE) {
+        if (w->vec == WIN_VEC_AVX512) pack_taps_avx512(w, mr, q0, mb, p0, kb, dst);
+        else pack_taps_avx2(w, mr, q0, mb, p0, kb, dst);
         return;
     }
 #endif

@@ -83,19 +83,25 @@ int rt_gemm_kind(const KRt *rt);   // what rt_new read; rt_gemm_kind_env() for a
 
 // A micro-kernel: C[0:mr, 0:nr] (row stride ldc) = (acc ? C : 0) + A_panel @ B_panel,
 typedef void (*GemmTail)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
+typedef void (*GemmTapsTail)(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc,
+                             int acc);
 // where the packed B panel holds b[p*nr + j] for p < k, 64-byte aligned, and fn reads
 // A as a[p*ak + i] (a packed panel: ak = mr; or a column-major A in place).
+enum { WIN_VEC_NONE, WIN_VEC_AVX2, WIN_VEC_AVX512 };   // vector packers for window operands (gemm_win.c)
 typedef struct {
     const char *name;
     int mr, nr;
+    int vec;   // the window packers' instruction set that goes with this kernel: WIN_VEC_*
     void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
     // The same with mr whole rows of a row-major A read in place, a[i*lda + p].
     void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc);
     // The same with A's column p at a + off[p], its mr values contiguous: a window
     // matrix's panel of mr pixels of one image row read in place (NULL: none).
     void (*taps)(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc);
-    // fn for a panel of r < mr rows, tail[r], writing only those rows of C (NULL: none).
+    // fn and taps for a panel of r < mr rows, tail[r] and taps_tail[r], writing
+    // only those rows of C (NULL: none).
     const GemmTail *tail;
+    const GemmTapsTail *taps_tail;
     // Packs one whole B panel, b(p, j) at b[p*rs + j*cs] for p < k, j < nr, into
     // dst[p*nr + j] with this instruction set's moves when B is row-major (cs == 1)
     // or column-major (rs == 1); 0 (nothing written) otherwise. NULL: none.
@@ -119,32 +125,38 @@ typedef struct {
     int taps_rows;
     int inside;                            // no padding: every window is inside the image
     const int64_t *toff;                   // each tap's offset into an image (unit column stride), or NULL
-    int vec;                               // the packers may use AVX-512 masked moves
-    // Channels last (win_channels_last, with taps_rows, on the AVX-512 packers'
+    int vec;                               // the packers' masked moves: WIN_VEC_*
+    // Channels last (win_channels_last, with taps_rows, on the vector packers'
     // path): the image copied padded as [N, H, W, C] and the taps taken in
     // (i, j, c) order, so a panel's taps for one pixel are one run of channels;
     // the product's rows (taps) are then in that order, and win_row_of maps them
     // back to the caller's (c, i, j) rows.
     int hwc;
 } Win;
-// Asks for channels last; 1 if this build and CPU have its packers (then set).
-int win_channels_last(Win *w);
+// Asks for channels last; 1 if the kernel kn has vector packers for it (then set).
+int win_channels_last(Win *w, const GemmKern *kn);
 // Tap q (in (i, j, c) order, channels last) as its (c, i, j) index: C's row.
 int64_t win_row_of(const Win *w, int64_t q);
 #define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
-// A panel of mr pixels from row r0 that lies in one image row of the padded
-// image: its first pixel's address, each tap's values x[toff[q]] then contiguous
-// (the kernel's taps entry reads it in place); NULL if it must be packed.
-const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows);
+// A panel of rows pixels from row r0 (mr of them, or fewer when the kernel has
+// tails) that lies in one image row of the padded image: its first pixel's
+// address, each tap's values x[toff[q]] then contiguous (the kernel's taps entry
+// reads it in place); NULL if it must be packed.
+const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows, int tails);
+// The pixels of the panel from row r0, with left rows left in the block: where
+// panels can be read in place, the image row's rest cut into equal panels of
+// at most mr (a 14-pixel row: 5 + 5 + 4 for mr = 6, where 6 + 6 + 2 would pack
+// the pixels that cross into the next row), else mr.
+int64_t win_panel_rows(const Win *w, int mr, int64_t r0, int64_t left);
 void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows);
 // The scratch floats win_setup needs: a zero-padded copy of the image (if the
 // windows reach past it) and each tap's offset into an image.
 int64_t win_scratch_floats(const Win *w);
-// Before packing: points w at its padded copy, written into scratch (so the
-// packers copy runs without testing the image's edges), fills in the taps'
-// offsets and whether the packers may use this CPU's vector moves (mr <= 16).
-// The copy runs on rt's threads.
-void win_setup(Win *w, float *scratch, int mr, KRt *rt);
+// Before packing for the kernel kn: points w at its padded copy, written into
+// scratch (so the packers copy runs without testing the image's edges), fills
+// in the taps' offsets and which vector moves the packers use (the kernel's
+// instruction set's). The copy runs on rt's threads.
+void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt);
 // An A micro-panel of rows [r0, r0+rows) (pixels; zero past rows, up to mr) and
 // depth [q0, q0+kb) (taps): dst[p*mr + i], as gemm.c's pack_a lays it out.
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst);

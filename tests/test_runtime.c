@@ -1224,6 +1224,8 @@ static void test_gemm_windows(void) {
         {3, 32, 14, 14, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 64, 1, 1}, // channels last: the CNN's pooled image
         {2, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 5, 2, 1},     // channels last, pixels apart, odd sizes
         {2, 4, 6, 6, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 8, 1, 1},     // channels last, no padding (read in place)
+        {2, 3, 32, 32, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 32, 1},    // 32-pixel rows: equal panels, tail kernels
+        {1, 2, 9, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, 1, 1},  // 28-pixel rows, channels last
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
