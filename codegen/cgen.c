@@ -38,14 +38,20 @@ static const char prelude[] =
 // The kernel's buffers as local pointers (A: the Args).
 static void declare_buffers(Gen *g, const Kernel *K) {
   const Schedule *s = g->s;
-  // restrict lets Clang vectorize; an in-place kernel's output aliases an input.
-  const char *rq = K->inplace ? "" : " restrict";
+  // restrict lets Clang vectorize. An in-place kernel reads the input it
+  // overwrites through its output's pointer (the same storage: a shared slot,
+  // or a donated input that run() has copied there if the caller gave the
+  // output storage of its own), so no two pointers alias and no run-time
+  // overlap check sends the loop to its scalar version.
+  int shared = K->inplace ? K->reads[K->inplace - 1] : -1;
   Node *o = s->bufs[K->out].node;
-  cg_line(g, "%s *%s b%d = A->b[%d];", cg_ctype(o->dtype), rq, K->out, K->out);
+  cg_line(g, "%s * restrict b%d = A->b[%d];", cg_ctype(o->dtype), K->out, K->out);
   for (int r = 0; r < K->nreads; r++) {
     int b = K->reads[r];
+    const char *t = cg_ctype(s->bufs[b].node->dtype);
     if (b == K->out) continue;
-    cg_line(g, "const %s *%s b%d = A->b[%d];", cg_ctype(s->bufs[b].node->dtype), rq, b, b);
+    if (b == shared) cg_line(g, "const %s *b%d = (const %s *)b%d;", t, b, t, K->out);
+    else cg_line(g, "const %s * restrict b%d = A->b[%d];", t, b, b);
   }
 }
 
@@ -899,6 +905,23 @@ static void emit_layout(const Schedule *s, Str *h) {
 
 static const char *kind_args[] = {"in", "cst", "out", ""};
 
+// An output computed over a donated input (Buffer.shares) is updated in place
+// in its own storage: a caller that gave it storage other than the input's
+// gets the input copied there first.
+static void shared_outputs(const Schedule *s, Str *host) {
+  for (int b = 0; b < s->nbufs; b++) {
+    const Buffer *B = &s->bufs[b];
+    if (B->kind != BUF_OUTPUT || B->shares < 0) continue;
+    for (int i = 0; i < s->nbufs; i++) {
+      if (s->bufs[i].kind != BUF_INPUT || s->bufs[i].arg != B->shares) continue;
+      char n[160];
+      cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
+      str_put(host, "  if (A.b[%d] != A.b[%d]) __builtin_memcpy(A.b[%d], A.b[%d], (size_t)%s * %zu);\n", b, i, b, i, n,
+              ir_dtype_size(B->node->dtype));
+    }
+  }
+}
+
 // With profiling, the host reads the clock after each kernel (an epilogue's
 // kernels count as their GEMM's) and adds the time to rt_profile's slot k.
 static void prof_tick(Str *host, const CgOpts *o, int k) {
@@ -932,6 +955,7 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
     if (B->kind == BUF_TEMP) str_put(&host, "  A.b[%d] = ws + at[%d];\n", b, B->slot);
     else str_put(&host, "  A.b[%d] = %s[%d];\n", b, kind_args[B->kind], B->arg);
   }
+  shared_outputs(s, &host);
   for (int k = 0; k < s->nk; k++) {
     const Kernel *K = &s->ks[k];
     char work[128], grain[128];

@@ -189,7 +189,7 @@ static void graph_c(FILE *f, const BuildGraph *bg, const char *id) {
   fprintf(f, "static const RtArg %s_ins[] = {\n", id);
   for (int i = 0; i < g->nin; i++) arg_c(f, g->ins[i], g->ins[i]->a.name, bg->role[i], bg->col[i]);
   fprintf(f, "};\nstatic const RtArg %s_outs[] = {\n", id);
-  for (int i = 0; i < g->nout; i++) arg_c(f, g->outs[i], bg->out_names[i], 0, -1);
+  for (int i = 0; i < g->nout; i++) arg_c(f, g->outs[i], bg->out_names[i], prog_out_shares(pr, i) >= 0 ? RT_ARG_IN_PLACE : 0, -1);
   fputs("};\n", f);
   for (int i = 0; i < s->nconst; i++) {
     const Node *c = s->consts[i];

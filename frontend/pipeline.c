@@ -319,6 +319,12 @@ int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, siz
   return 0;
 }
 
+int prog_out_shares(const Program *pr, int o) {
+  for (int b = 0; b < pr->s->nbufs; b++)
+    if (pr->s->bufs[b].kind == BUF_OUTPUT && pr->s->bufs[b].arg == o) return pr->s->bufs[b].shares;
+  return -1;
+}
+
 void prog_out_shape(const Program *pr, int i, const int64_t *D, int *ndim, int64_t *shape) {
   Node *o = pr->g->outs[i];
   *ndim = o->ndim;

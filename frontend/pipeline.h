@@ -66,6 +66,9 @@ void pipe_cuda_free(Pipe *p);
 // input's dtype and shape. 0, or -1 with a message.
 int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, size_t errlen);
 void prog_out_shape(const Program *pr, int i, const int64_t *D, int *ndim, int64_t *shape);
+// The input whose storage output o may be given (the graph donated it and the
+// memory plan computes o over it in place: Buffer.shares), or -1.
+int prog_out_shares(const Program *pr, int o);
 // Run with bound dims: ins[nin], outs[nout] already allocated with prog_out_shape.
 // via_ffi calls the typed entry through libffi (the REPL's dynamic path).
 // 0; -1 if libffi failed; PROG_NO_MEMORY if the workspace could not be had.

@@ -1,8 +1,11 @@
 // The train statement: one graph for the whole step (forward, gradient,
 // clipping, the optimizer's update, batch-norm statistics), compiled once and
 // run over mini-batches from the runtime's batcher. Parameters and optimizer
-// state are double-buffered: a step writes the next values while it reads the
-// current ones, and the trainer swaps the pointers.
+// state are updated in place where the memory plan allows it (the step graph
+// donates each current value to its next one, IrGraph.donate: an update such
+// as Adam's reads the element it writes, as the last reader); any other is
+// double-buffered: the step writes the next values while it reads the current
+// ones, and the trainer swaps the pointers.
 #include "build.h"
 #include "optim.h"
 #include "train_int.h"
@@ -117,7 +120,9 @@ typedef struct {
   int *in_col;           // per input: the data column, or -1
   int nout;
   RtTensor **out_dst;    // per output after the loss: the tensor the new value replaces
+  int *in_place;         // per output: written over its out_dst (prog_out_shares), not swapped
   RtTensor *out;         // the step's results: out[0] the loss, then next values (Run owns them)
+  RtTensor *out_args;    // the outputs a step is given: out, or out_dst where in place
   RtTensor *scalars;     // lr, bias corrections, step (the last; Run owns them)
 } Step;
 
@@ -245,12 +250,20 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   free(used);
   st->ins = ins; st->nin = keep; st->nout = no;
   IrGraph *g = ir_graph_new(c, outs, no, ins, keep);
+  // Each next value may take its current value's storage.
+  g->donate = arena_alloc(ev->arena, sizeof(int) * (no + 1));
+  for (int o = 0; o < no; o++) {
+    g->donate[o] = -1;
+    for (int i = 0; o > 0 && i < keep; i++) if (st->in_val[i] == st->out_dst[o]) g->donate[o] = i;
+  }
   char err[8192], label[200];
   snprintf(label, sizeof label, "training step of %s:%d:%d", sp.src->name, sp.line, sp.col);
   ev->pipe.label = label;
   st->pr = trainer(ev)->run.step = pipe_compile(&ev->pipe, g, err, sizeof err);
   ev->pipe.label = NULL;
   if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
+  st->in_place = arena_alloc(ev->arena, sizeof(int) * (no + 1));
+  for (int o = 0; o < no; o++) st->in_place[o] = st->pr && g->donate[o] >= 0 && prog_out_shares(st->pr, o) == g->donate[o];
 }
 
 // kiln build: the step graph and where its arguments come from, instead of a run.
@@ -314,13 +327,19 @@ static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, dou
   if (st->scalars[OPT_NSCALARS].data) *(int64_t *)st->scalars[OPT_NSCALARS].data = (int64_t)(c->ts->seed << 32) + t->step;
   for (int i = 0; i < st->nin; i++)
     c->in[i] = st->in_col[i] >= 0 ? as_input(&cols[st->in_col[i]], st->ins[i]) : *st->in_val[i];
-  ev_run_program(c->ev, st->pr, c->in, st->out, c->first, c->s->span);
-  c->first = 0;
+  // The first step allocates every output; after it, an output updated in place
+  // is given the storage of the value it replaces.
+  RtTensor *out = c->first ? st->out : st->out_args;
+  for (int o = 0; !c->first && o < st->nout; o++) out[o] = st->in_place[o] ? *st->out_dst[o] : st->out[o];
+  ev_run_program(c->ev, st->pr, c->in, out, c->first, c->s->span);
   for (int o = 1; o < st->nout; o++) {   // the next values become the current ones
+    if (st->in_place[o] && !c->first) continue;
     void *tmp = st->out_dst[o]->data;
     st->out_dst[o]->data = st->out[o].data;
     st->out[o].data = tmp;
+    if (st->in_place[o]) rt_tensor_free(&st->out[o]);   // the first values' storage: no second buffer
   }
+  c->first = 0;
   *loss = scalar_value(&st->out[0]);
   t->step++;
   rt_metrics_step(t->metrics, epoch + 1, ++t->logged, *loss, lr);
@@ -407,6 +426,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   RtLoop l = {b, run->progress = rt_progress_new(stderr, ev->topts.progress), ds->n, first_epoch, ts.epochs,
               ev->topts.max_steps, &interrupt_flag, &c, train_step, train_epoch_done};
   st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
+  st.out_args = arena_alloc(ev->arena, sizeof *st.out_args * (st.nout + 1));
   run->nout = st.nout;
   struct sigaction sa = {0};
   sa.sa_handler = on_sigint;

@@ -60,6 +60,7 @@ IrGraph *ir_graph_new(IrCtx *c, Node **outs, int nout, Node **ins, int nin) {
   memcpy(g->outs, outs, sizeof(Node *) * nout);
   if (nin) memcpy(g->ins, ins, sizeof(Node *) * nin);
   g->nout = nout; g->nin = nin;
+  g->donate = NULL;
   return g;
 }
 

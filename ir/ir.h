@@ -97,7 +97,12 @@ void ir_ctx_free(IrCtx *c);
 int ir_sym(IrCtx *c, const char *name);  // intern a symbolic dimension; 0 on overflow
 
 // A graph: its outputs and its declared inputs (INPUT nodes, in call order).
-typedef struct { Node **outs; int nout; Node **ins; int nin; } IrGraph;
+// donate, if not NULL: per output, an input whose storage the caller may pass
+// as that output's, having no use for the input's value after the call (a
+// training step's new weights over the current ones), or -1. The memory plan
+// says which of these it computes in place (Buffer.shares): only those may be
+// given the same storage.
+typedef struct { Node **outs; int nout; Node **ins; int nin; int *donate; } IrGraph;
 IrGraph *ir_graph_new(IrCtx *c, Node **outs, int nout, Node **ins, int nin);
 
 // ---- builders: infer dtype and shape; NULL with c->err set on error ---------

@@ -70,6 +70,17 @@ Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows) {
   return dim_is(a->shape[1], w->shape[3].k * w->shape[4].k * w->shape[5].k) ? w : NULL;
 }
 
+// Whether computing n inline reads b: the walk stops at other buffers, whose
+// values are read, not recomputed. seen: one flag per node id.
+static int reads_buf(const Schedule *s, Node *n, Node *b, uint8_t *seen) {
+  if (n == b) return 1;
+  if (seen[n->id] || sched_buf(s, n) >= 0) return 0;
+  seen[n->id] = 1;
+  for (int i = 0; i < n->nsrc; i++)
+    if (reads_buf(s, n->src[i], b, seen)) return 1;
+  return 0;
+}
+
 static int aligned(const Schedule *s, Node *n, Node *b, int top) {
   if (!top && n == b) return 1;
   if (!top && sched_buf(s, n) >= 0) return 1;    // another buffer: no constraint
@@ -78,12 +89,12 @@ static int aligned(const Schedule *s, Node *n, Node *b, int top) {
   if (!top && n->op == OP_RESHAPE && n->src[0] == b) return 1;
   int k = ir_ops[n->op].kind;
   if (!top && k != K_EW && k != K_LEAF) {
-    // A view or anything else that might read b at another index.
-    int c;
-    Node **order = ir_topo(s->ctx, &n, 1, &c);
-    int touches = 0;
-    for (int i = 0; i < c && !touches; i++) touches = order[i] == b;
-    free(order);
+    // A view or anything else that might read b at another index: aligned only
+    // if what it computes inline does not read b at all.
+    uint8_t *seen = calloc((size_t)s->ctx->nnodes + 1, 1);
+    if (!seen) abort();
+    int touches = reads_buf(s, n, b, seen);
+    free(seen);
     return !touches;
   }
   if (top && k != K_EW) return 0;
@@ -109,6 +120,7 @@ void sched_print(FILE *f, const Schedule *s) {
     fprintf(f, "buf%d %s", b, buf_kind[B->kind]);
     if (B->kind == BUF_TEMP) fprintf(f, " slot%d", B->slot);
     else fprintf(f, "%d", B->arg);
+    if (B->shares >= 0) fprintf(f, " over in%d", B->shares);
     fputc(' ', f);
     ir_print_shape(f, c, B->node);
     fputc('\n', f);

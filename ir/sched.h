@@ -17,6 +17,8 @@ typedef struct {
   int arg;           // INPUT/CONST/OUTPUT: position among the graph's arguments of that kind
   int slot;          // TEMP: workspace slot (plan.c)
   int first, last;   // kernels that write it first and read it last (plan.c)
+  int shares;        // OUTPUT: the input (argument position) it is computed over in place when the
+                     // caller passes that input's storage for it (IrGraph.donate, plan.c); -1: none
 } Buffer;
 
 typedef struct {

@@ -15,7 +15,7 @@ typedef struct {
 static int add_buf(Schedule *s, BufKind kind, Node *n, int arg) {
   s->bufs = realloc(s->bufs, sizeof(Buffer) * (s->nbufs + 1));
   if (!s->bufs) abort();
-  s->bufs[s->nbufs] = (Buffer){kind, n, arg, -1, -1, -1};
+  s->bufs[s->nbufs] = (Buffer){kind, n, arg, -1, -1, -1, -1};
   return s->nbufs++;
 }
 

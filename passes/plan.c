@@ -1,7 +1,8 @@
 // Memory plan: assigns each temporary buffer a workspace slot, reusing slots
 // whose values are dead (liveness over the kernel order) and computing in place
 // when an elementwise kernel reads a dying buffer of its own shape at the
-// element it writes. Needs: a lowered schedule (with its epilogue groups). Makes: Buffer.slot/first/last,
+// element it writes (a temp, or an input donated to the output it computes).
+// Needs: a lowered schedule (with its epilogue groups). Makes: Buffer.slot/first/last/shares,
 // Kernel.inplace, Schedule.nslots. Slot sizes are the largest member's size,
 // evaluated at run time (shapes can be symbolic).
 #include "passes.h"
@@ -34,6 +35,31 @@ static void liveness(Schedule *s, const int *end, int *free_after) {
   }
 }
 
+// An output the caller may write over a donated input (IrGraph.donate): k, the
+// elementwise kernel that computes it, must read that input for the last time,
+// at the element it writes, and nothing else in its epilogue group may read the
+// input (other threads run the group on other blocks). Then the output's
+// storage may be the input's: Buffer.shares says so, and the kernel drops restrict.
+static void over_donated(Schedule *s, int k, const int *start) {
+  Kernel *K = &s->ks[k];
+  Buffer *o = &s->bufs[K->out];
+  const int *donate = s->g->donate;
+  if (!donate || o->kind != BUF_OUTPUT || K->kind != KS_EW || K->copy || donate[o->arg] < 0) return;
+  for (int r = 0; r < K->nreads; r++) {
+    Buffer *in = &s->bufs[K->reads[r]];
+    if (in->kind != BUF_INPUT || in->arg != donate[o->arg]) continue;
+    if (in->last != k || !ir_numel_eq(in->node, o->node) || in->node->dtype != o->node->dtype ||
+        !sched_reads_aligned(s, K->node, in->node))
+      return;
+    for (int j = start[k]; j < k; j++)
+      for (int q = 0; q < s->ks[j].nreads; q++)
+        if (s->ks[j].reads[q] == K->reads[r]) return;
+    o->shares = in->arg;
+    K->inplace = r + 1;
+    return;
+  }
+}
+
 void pass_plan(Schedule *s) {
   int *start = malloc(sizeof(int) * (s->nk + 1)), *end = malloc(sizeof(int) * (s->nk + 1));
   int *free_after = malloc(sizeof(int) * (s->nbufs + 1));
@@ -46,6 +72,7 @@ void pass_plan(Schedule *s) {
   for (int k = 0; k < s->nk; k++) {
     Kernel *K = &s->ks[k];
     Buffer *o = &s->bufs[K->out];
+    over_donated(s, k, start);
     if (o->kind != BUF_TEMP || o->slot >= 0) continue;
     size_t esz = ir_dtype_size(o->node->dtype);
     // In place: a temp read here for the last time, as many elements of the same

@@ -74,6 +74,7 @@ IrGraph *pass_rewrite(IrCtx *c, IrGraph *g, RewriteRule rule, void *ud) {
     if (!outs[i]) { free(outs); free(m.map); return NULL; }
   }
   IrGraph *r = ir_graph_new(c, outs, g->nout, g->ins, g->nin);
+  r->donate = g->donate;   // the same outputs and inputs, in the same order
   free(outs);
   free(m.map);
   return r;

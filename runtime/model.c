@@ -380,6 +380,14 @@ int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double 
   if (!s->next && !(s->next = calloc(g->nout, sizeof *s->next))) abort();
   for (int o = 0; o < g->nout; o++) {
     RtTensor *t = &s->next[o];
+    if (g->outs[o].role == RT_ARG_IN_PLACE) {   // written into the tensor it replaces
+      Named *n = find(s, g->outs[o].name);
+      if (!n) { rc = fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
+      rt_tensor_free(t);
+      *t = n->t;
+      t->owns = 0;
+      continue;
+    }
     RtTensor want = out_tensor(&g->outs[o], D);
     if (!want.data) abort();
     if (t->data && same_shape(t, &want)) { rt_tensor_free(&want); continue; }
@@ -397,6 +405,7 @@ int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double 
   if (rc) goto done;
   // The next values become the current ones: swap the buffers.
   for (int o = 1; o < g->nout; o++) {
+    if (g->outs[o].role == RT_ARG_IN_PLACE) continue;
     Named *n = find(s, g->outs[o].name);
     if (!n) { rc = fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
     void *tmp = n->t.data;

@@ -33,6 +33,7 @@ enum {
   RT_ARG_BIAS1,
   RT_ARG_BIAS2,
   RT_ARG_STEP,     // i64: (seed << 32) + step, dropout's stream salt
+  RT_ARG_IN_PLACE, // a step's output: computed over the tensor it replaces, in that tensor's storage
 };
 
 typedef struct { int64_t k; int sym; } RtDim;   // k * D[sym]; sym 0: the constant k

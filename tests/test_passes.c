@@ -1025,12 +1025,58 @@ static int epilogue_plan_ok(const Schedule *s, char *why, size_t len) {
 }
 
 // The SGD step on gradients wrt[0..n) of loss, after the pipeline's graph passes.
+// As the trainer does: each new value (output i > 0) may take the storage of
+// the input it replaces, wrt[i - 1].
+static void donate_params(IrCtx *c, IrGraph *g, Node **wrt) {
+  g->donate = arena_alloc(c->arena, sizeof(int) * g->nout);
+  for (int o = 0; o < g->nout; o++) {
+    g->donate[o] = -1;
+    for (int i = 0; o > 0 && i < g->nin; i++) if (g->ins[i] == wrt[o - 1]) g->donate[o] = i;
+  }
+}
+
+// The plan computes a donated output over its input only where that is safe:
+// w - g is updated over w, but not when a later kernel still reads w, nor
+// when the update reads w transposed (another element than it writes).
+static void test_donate(void) {
+  IrCtx *c = ir_ctx_new();
+  Node *w = input(c, "w", DT_F32, "8,8"), *gr = input(c, "g", DT_F32, "8,8");
+  Node *next = bin(c, OP_SUB, w, gr);
+  Node *late = ir_reduce(c, OP_SUM, bin(c, OP_MUL, next, w), 3, 0);   // reads w after the update
+  Node *turned = bin(c, OP_SUB, ir_transpose(c, w, NULL), gr);
+  struct { const char *what; Node *outs[2]; int nout, want; } cases[] = {
+      {"an update over its input", {f(c, 0), next}, 2, 0},
+      {"no update over an input read later", {late, next}, 2, -1},
+      {"no update over an input read transposed", {f(c, 0), turned}, 2, -1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    IrGraph *g = graph(c, cases[i].outs, cases[i].nout);
+    Node *wrt[1] = {w};
+    donate_params(c, g, wrt);
+    Schedule *s = pass_fuse(c, g, NULL);
+    LowerOpts o = {.gemm = 1, .epilogue = 1};
+    pass_lower(s, &o);
+    pass_epilogue(s);
+    pass_plan(s);
+    int shares = -2, w_arg = -1;
+    for (int b = 0; b < s->nbufs; b++) {
+      if (s->bufs[b].kind == BUF_OUTPUT && s->bufs[b].arg == 1) shares = s->bufs[b].shares;
+      if (s->bufs[b].kind == BUF_INPUT && s->bufs[b].node == w) w_arg = s->bufs[b].arg;
+    }
+    int want = cases[i].want < 0 ? -1 : w_arg;
+    check(shares == want, "plan: %s (shares %d, want %d)", cases[i].what, shares, want);
+    sched_free(s);
+  }
+  ir_ctx_free(c);
+}
+
 static IrGraph *sgd_step(IrCtx *c, Node *loss, Node **wrt, int n, Node *step, const char *name) {
   Node *gr[4], *outs[5] = {loss};
   check(n <= 4 && pass_grad(c, loss, NULL, wrt, n, gr) == 0, "%s: builds", name);
   Node *lr = bin(c, OP_DIV, f(c, 0.1), ir_cast(c, step, DT_F32));
   for (int i = 0; i < n; i++) outs[i + 1] = bin(c, OP_SUB, wrt[i], bin(c, OP_MUL, lr, gr[i]));
   IrGraph *g = graph(c, outs, n + 1);
+  donate_params(c, g, wrt);
   const char *passes[] = {"fold", "simplify", "stability", "dce"};
   for (int i = 0; i < 4; i++) g = run_pass(c, passes[i], g);
   return g;
@@ -1520,6 +1566,7 @@ int main(int argc, char **argv) {
   // Conv: bias+relu on the forward product (w's update reads its [C*9, 4]
   // gradient product transposed: not an epilogue).
   run_epilogue_case("epilogue_conv", epi_conv, 1, 1, argv[1], update);
+  test_donate();
   test_fold_float_ops();
   test_fold_int_ops();
   test_fold_casts();
