@@ -26,7 +26,8 @@
 // is written along its rows instead of down 32-column strips, one page per
 // row: 1.3-1.6x faster at k = 64 (25088x800x64, where writing C is most of
 // the work), and no slower on the square sizes. A row-major A is read in
-// place instead of packed (see NARROW_B_PANELS). A column-major C is computed as C^T = B^T A^T so the
+// place instead of packed (see NARROW_B_PANELS), and so is a row-major B
+// against at most MR rows of A (block_sizes). A column-major C is computed as C^T = B^T A^T so the
 // kernel always writes rows; any other C (and every edge tile) goes through a
 // small buffer. beta == 0 never reads C.
 //
@@ -111,6 +112,7 @@ typedef struct {
     int64_t a_pack, slot_floats, nslots, nbatch;   // floats per slot, A's first
     int transposed;   // computing C^T = B^T A^T (C was column-major)
     int direct_a;   // A is row-major: its whole micro-panels are read in place
+    int direct_b;   // B is row-major and A has few rows: B's whole micro-panels are read in place
     RtGemmEpilogue epi;   // rt.h's hook, NULL if none
     void *epi_ctx;
     int64_t e_rs, e_cs;   // the caller's strides of C (after a batch merge), for the hook
@@ -272,23 +274,23 @@ typedef struct {
 // One mv x nv block of C (at most mr x nr): straight into C when its columns
 // are whole and contiguous and its rows are the kernel's mr or a tail's, else
 // into a buffer and copied out. A tail computes only the panel's mv rows.
-static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, float *c, int64_t rs, int64_t cs,
-                  int64_t mv, int64_t nv, int acc) {
+static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, int64_t ldb, float *c, int64_t rs,
+                  int64_t cs, int64_t mv, int64_t nv, int acc) {
     _Alignas(64) float t[MAX_MR * MAX_NR];
     int tail = mv < kn->mr && (ap.off ? kn->taps_tail != NULL : ap.ai == 1 && kn->tail != NULL);
     int direct = nv == kn->nr && cs == 1 && (mv == kn->mr || tail);
     float *dst = direct ? c : t;
     int64_t ld = direct ? rs : kn->nr;
     if (tail && ap.off)
-        kn->taps_tail[mv](kb, ap.a, ap.off, pb, dst, ld, direct && acc);
+        kn->taps_tail[mv](kb, ap.a, ap.off, pb, ldb, dst, ld, direct && acc);
     else if (tail)
-        kn->tail[mv](kb, ap.a, ap.ak, pb, dst, ld, direct && acc);
+        kn->tail[mv](kb, ap.a, ap.ak, pb, ldb, dst, ld, direct && acc);
     else if (ap.off)
-        kn->taps(kb, ap.a, ap.off, pb, dst, ld, direct && acc);
+        kn->taps(kb, ap.a, ap.off, pb, ldb, dst, ld, direct && acc);
     else if (ap.ai == 1)
-        kn->fn(kb, ap.a, ap.ak, pb, dst, ld, direct && acc);
+        kn->fn(kb, ap.a, ap.ak, pb, ldb, dst, ld, direct && acc);
     else
-        kn->rows(kb, ap.a, ap.ai, pb, dst, ld, direct && acc);
+        kn->rows(kb, ap.a, ap.ai, pb, ldb, dst, ld, direct && acc);
     if (direct) return;
     for (int64_t i = 0; i < mv; i++)
         for (int64_t j = 0; j < nv; j++) {
@@ -319,7 +321,11 @@ static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0,
 // pixels of one image row needs no packing at all: each tap's mr values are
 // adjacent in the (padded) image, and the kernel's taps entry reads them there
 // (the same values in the same order: the same bits).
-static void block(const Gemm *g, float *pa, const float *pb, const float *a, float *c, int64_t mb, int64_t nb,
+// A block's B panels: panel jr (a multiple of nr) is direct + jr, nr columns of a
+// row-major B read in place (row stride ld), while jr < whole; then packed.
+typedef struct { const float *packed, *direct; int64_t ld, whole; } BPanels;
+
+static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c, int64_t mb, int64_t nb,
                   int64_t kb, int64_t pk, int acc, int64_t p, int64_t ci, int64_t cj, int last) {
     const GemmKern *kn = g->kern;
     int64_t crs = g->c_rs, ccs = g->c_cs;
@@ -339,7 +345,9 @@ static void block(const Gemm *g, float *pa, const float *pb, const float *a, flo
             Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
             if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk};
-            micro(kn, kb, ap, pb + jr * kb, c + ir * crs + jr * ccs, crs, ccs, mv, min64(kn->nr, nb - jr), acc);
+            const float *pb = jr < bp.whole ? bp.direct + jr : bp.packed + (jr - bp.whole) * kb;
+            micro(kn, kb, ap, pb, jr < bp.whole ? bp.ld : kn->nr, c + ir * crs + jr * ccs, crs, ccs, mv,
+                  min64(kn->nr, nb - jr), acc);
         }
         // A strip of C^T is mr columns of the caller's C: too narrow to sweep, so
         // a transposed problem's epilogue runs per block instead (packed_tile).
@@ -387,10 +395,13 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
         for (int64_t pc = 0; pc < g->k; pc += g->kc) {
             int64_t kb = min64(g->kc, g->k - pc);
             int acc = pc > 0 || g->beta != 0, last = pc + kb == g->k;
-            pack_b(kn, kb, nb, b + pc * g->b_rs + jc * g->b_cs, g->b_rs, g->b_cs, pb);
+            const float *bk = b + pc * g->b_rs + jc * g->b_cs;
+            BPanels bp = {pb, NULL, 0, 0};
+            if (g->direct_b) bp = (BPanels){pb, bk, g->b_rs, nb / kn->nr * kn->nr};
+            if (nb > bp.whole) pack_b(kn, kb, nb - bp.whole, bk + bp.whole * g->b_cs, g->b_rs, g->b_cs, pb);
             for (int64_t ic = 0; ic < mt; ic += g->mc) {
                 int64_t mb = min64(g->mc, mt - ic);
-                block(g, pa, pb, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, pc, acc, p,
+                block(g, pa, bp, a + ic * g->a_rs + pc * g->a_cs, c + ic * crs + jc * ccs, mb, nb, kb, pc, acc, p,
                       i0 + ic, j0 + jc, last);
                 if (last && g->transposed) finish(g, p, i0 + ic, i0 + ic + mb, j0 + jc, j0 + jc + nb);
             }
@@ -450,6 +461,9 @@ static void block_sizes(Gemm *g) {
     int64_t mc, kc, nc;
     gemm_blocks(kn, &mc, &kc, &nc);
     g->direct_a = !g->win && g->a_cs == 1;
+    // A product of at most one micro-panel of rows (a batch of one) reads each
+    // value of B once: packing B would copy all of it to use it once.
+    g->direct_b = g->b_cs == 1 && g->b_rs > 0 && g->m <= kn->mr;
     // Rows of windows go a micro-panel at a time, as a row-major A does, with
     // the same KC, so the sums are the materialized matrix's to the bit.
     int by_panel = g->direct_a || (g->win && !g->win->taps_rows);

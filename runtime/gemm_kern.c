@@ -4,7 +4,8 @@
 // (a[p*MR + i], MR rows interleaved along k; or a[p*ak + i], MR columns of a
 // column-major A read in place; the rows variant reads MR rows of a row-major
 // A, a[i*lda + p]; the taps variant a[off[p] + i], a convolution's window matrix
-// read from its image, MR pixels of an image row per tap) and one of B (b[p*NR + j]): for
+// read from its image, MR pixels of an image row per tap) and one of B (b[p*ldb + j]:
+// packed, ldb = NR, or a row-major B read in place): for
 // each p it loads a row of NR values of B into vector registers, broadcasts
 // each of the MR values of A and does MR*NR/W fused multiply-adds into
 // accumulators that stay in registers for the whole k loop. C is row-major
@@ -28,22 +29,24 @@
 // CPUs without AVX2+FMA and by the tests on every machine.
 #define C_MR 4
 #define C_NR 16
-static void body_c(int64_t k, const float *a, int64_t ak, int64_t ai, const float *b, float *c, int64_t ldc,
-                   int acc) {
+static void body_c(int64_t k, const float *a, int64_t ak, int64_t ai, const float *b, int64_t ldb, float *c,
+                   int64_t ldc, int acc) {
     float t[C_MR][C_NR] = {{0}};
     for (int64_t p = 0; p < k; p++)
         for (int i = 0; i < C_MR; i++)
             for (int j = 0; j < C_NR; j++)
-                t[i][j] += a[p * ak + i * ai] * b[p * C_NR + j];
+                t[i][j] += a[p * ak + i * ai] * b[p * ldb + j];
     for (int i = 0; i < C_MR; i++)
         for (int j = 0; j < C_NR; j++)
             c[i * ldc + j] = acc ? c[i * ldc + j] + t[i][j] : t[i][j];
 }
-static void kern_c(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_c(k, a, ak, 1, b, c, ldc, acc);
+static void kern_c(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc,
+                   int acc) {
+    body_c(k, a, ak, 1, b, ldb, c, ldc, acc);
 }
-static void rows_c(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_c(k, a, 1, lda, b, c, ldc, acc);
+static void rows_c(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                   int acc) {
+    body_c(k, a, 1, lda, b, ldb, c, ldc, acc);
 }
 
 #ifdef KILN_X86
@@ -59,7 +62,7 @@ static void rows_c(int64_t k, const float *a, int64_t lda, const float *b, float
 // multiple of Z_MR (the tails, below).
 static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, const float *a, int64_t ak, int64_t ai,
                                                                      const int64_t *off, const int mr, const float *b,
-                                                                     float *c, int64_t ldc, int acc) {
+                                                                     int64_t ldb, float *c, int64_t ldc, int acc) {
     __m512 c0[Z_MR], c1[Z_MR];
 #pragma GCC unroll 14
     for (int i = 0; i < mr; i++) {   // C's lines arrive while the k loop runs
@@ -68,7 +71,7 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
         c0[i] = c1[i] = _mm512_setzero_ps();
     }
     for (int64_t p = 0; p < k; p++) {
-        __m512 b0 = _mm512_load_ps(b + p * Z_NR), b1 = _mm512_load_ps(b + p * Z_NR + 16);
+        __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
         const float *ap = off ? a + off[p] : a + p * ak;
 #pragma GCC unroll 14
         for (int i = 0; i < mr; i++) {
@@ -89,15 +92,17 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
     }
 }
 
-AVX512 static void kern_avx512(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx512(k, a, ak, 1, NULL, Z_MR, b, c, ldc, acc);
+AVX512 static void kern_avx512(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc,
+                         int acc) {
+    body_avx512(k, a, ak, 1, NULL, Z_MR, b, ldb, c, ldc, acc);
 }
-AVX512 static void rows_avx512(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx512(k, a, 1, lda, NULL, Z_MR, b, c, ldc, acc);
+AVX512 static void rows_avx512(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                         int acc) {
+    body_avx512(k, a, 1, lda, NULL, Z_MR, b, ldb, c, ldc, acc);
 }
-AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc,
-                               int acc) {
-    body_avx512(k, a, 0, 1, off, Z_MR, b, c, ldc, acc);
+AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb, float *c,
+                               int64_t ldc, int acc) {
+    body_avx512(k, a, 0, 1, off, Z_MR, b, ldb, c, ldc, acc);
 }
 
 // The tails: the kernels for a panel of 1..13 rows, straight into C. The
@@ -106,13 +111,13 @@ AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, co
 // matrix's panels end where an image row does (gemm.c), 11 + 11 + 10 pixels
 // for a 32-pixel row. One tail per row count and way of reading A.
 #define DEFINE_TAILS(TARGET, BODY, SFX, M)                                                                       \
-    TARGET static void tail##M##_##SFX(int64_t k, const float *a, int64_t ak, const float *b, float *c,          \
-                                       int64_t ldc, int acc) {                                                   \
-        BODY(k, a, ak, 1, NULL, M, b, c, ldc, acc);                                                              \
+    TARGET static void tail##M##_##SFX(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb,       \
+                                       float *c, int64_t ldc, int acc) {                                         \
+        BODY(k, a, ak, 1, NULL, M, b, ldb, c, ldc, acc);                                                         \
     }                                                                                                            \
-    TARGET static void taps##M##_##SFX(int64_t k, const float *a, const int64_t *off, const float *b, float *c,  \
-                                       int64_t ldc, int acc) {                                                   \
-        BODY(k, a, 0, 1, off, M, b, c, ldc, acc);                                                                \
+    TARGET static void taps##M##_##SFX(int64_t k, const float *a, const int64_t *off, const float *b,            \
+                                       int64_t ldb, float *c, int64_t ldc, int acc) {                            \
+        BODY(k, a, 0, 1, off, M, b, ldb, c, ldc, acc);                                                           \
     }
 #define Z_TAILS(M) DEFINE_TAILS(AVX512, body_avx512, avx512, M)
 Z_TAILS(1) Z_TAILS(2) Z_TAILS(3) Z_TAILS(4) Z_TAILS(5) Z_TAILS(6) Z_TAILS(7)
@@ -133,7 +138,7 @@ static const GemmTapsTail taps_tails_avx512[Z_MR] = {NULL, taps1_avx512, taps2_a
 #define AVX2 __attribute__((target("avx2,fma")))
 static inline __attribute__((always_inline)) AVX2 void body_avx2(int64_t k, const float *a, int64_t ak, int64_t ai,
                                                                  const int64_t *off, const int mr, const float *b,
-                                                                 float *c, int64_t ldc, int acc) {
+                                                                 int64_t ldb, float *c, int64_t ldc, int acc) {
     __m256 c0[Y_MR], c1[Y_MR];
 #pragma GCC unroll 6
     for (int i = 0; i < mr; i++) {
@@ -142,7 +147,7 @@ static inline __attribute__((always_inline)) AVX2 void body_avx2(int64_t k, cons
         c0[i] = c1[i] = _mm256_setzero_ps();
     }
     for (int64_t p = 0; p < k; p++) {
-        __m256 b0 = _mm256_load_ps(b + p * Y_NR), b1 = _mm256_load_ps(b + p * Y_NR + 8);
+        __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);
         const float *ap = off ? a + off[p] : a + p * ak;
 #pragma GCC unroll 6
         for (int i = 0; i < mr; i++) {
@@ -210,14 +215,17 @@ static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t
     }
 DEFINE_PACK_B(pack_b_avx2, AVX2, Y_NR)
 
-AVX2 static void kern_avx2(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, ak, 1, NULL, Y_MR, b, c, ldc, acc);
+AVX2 static void kern_avx2(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc,
+                         int acc) {
+    body_avx2(k, a, ak, 1, NULL, Y_MR, b, ldb, c, ldc, acc);
 }
-AVX2 static void rows_avx2(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, 1, lda, NULL, Y_MR, b, c, ldc, acc);
+AVX2 static void rows_avx2(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                         int acc) {
+    body_avx2(k, a, 1, lda, NULL, Y_MR, b, ldb, c, ldc, acc);
 }
-AVX2 static void taps_avx2(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc) {
-    body_avx2(k, a, 0, 1, off, Y_MR, b, c, ldc, acc);
+AVX2 static void taps_avx2(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb, float *c,
+                           int64_t ldc, int acc) {
+    body_avx2(k, a, 0, 1, off, Y_MR, b, ldb, c, ldc, acc);
 }
 #define Y_TAILS(M) DEFINE_TAILS(AVX2, body_avx2, avx2, M)
 Y_TAILS(1) Y_TAILS(2) Y_TAILS(3) Y_TAILS(4) Y_TAILS(5)

@@ -82,22 +82,25 @@ int rt_gemm_kind_env(void);   // parses KILN_GEMM (unset, empty or unknown: the 
 int rt_gemm_kind(const KRt *rt);   // what rt_new read; rt_gemm_kind_env() for a NULL rt
 
 // A micro-kernel: C[0:mr, 0:nr] (row stride ldc) = (acc ? C : 0) + A_panel @ B_panel,
-typedef void (*GemmTail)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
-typedef void (*GemmTapsTail)(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc,
-                             int acc);
-// where the packed B panel holds b[p*nr + j] for p < k, 64-byte aligned, and fn reads
-// A as a[p*ak + i] (a packed panel: ak = mr; or a column-major A in place).
+typedef void (*GemmTail)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc,
+                         int acc);
+typedef void (*GemmTapsTail)(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb, float *c,
+                             int64_t ldc, int acc);
+// where the B panel holds b[p*ldb + j] for p < k, j < nr (packed: ldb = nr; or nr
+// columns of a row-major B in place), and fn reads A as a[p*ak + i] (a packed
+// panel: ak = mr; or a column-major A in place).
 enum { WIN_VEC_NONE, WIN_VEC_AVX2, WIN_VEC_AVX512 };   // vector packers for window operands (gemm_win.c)
 typedef struct {
     const char *name;
     int mr, nr;
     int vec;   // the window packers' instruction set that goes with this kernel: WIN_VEC_*
-    void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, float *c, int64_t ldc, int acc);
+    void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
     // The same with mr whole rows of a row-major A read in place, a[i*lda + p].
-    void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, int acc);
+    void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
     // The same with A's column p at a + off[p], its mr values contiguous: a window
     // matrix's panel of mr pixels of one image row read in place (NULL: none).
-    void (*taps)(int64_t k, const float *a, const int64_t *off, const float *b, float *c, int64_t ldc, int acc);
+    void (*taps)(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb, float *c, int64_t ldc,
+                 int acc);
     // fn and taps for a panel of r < mr rows, tail[r] and taps_tail[r], writing
     // only those rows of C (NULL: none).
     const GemmTail *tail;
