@@ -521,9 +521,10 @@ static void transpose_problem(Gemm *g) {
 // its nr columns do, and A^T becomes a row-major B, packed by rows. Measured
 // on logreg's 784x10x64 (x^T @ dlogits): 25 -> 17.5 us. A row-major A becomes
 // a column-major B, which the kernel's packer transposes 8 x 8 in registers:
-// worth it while A is small (logreg's 64x10x784, x @ W: 25.5 -> 17.4 us), not
-// for a large one that is otherwise read in place (10000x10x784: 0.41 -> 0.51
-// ms), so only up to a quarter of L2. Either way each element of C is the
+// worth it while A is small (logreg's 64x10x784, x @ W: 25.5 -> 17.4 us with
+// AVX-512; 28-39 -> 21-26 us with AVX2 and a 512 KiB L2), not for a large one
+// that is otherwise read in place (10000x10x784: 0.41 -> 0.51 ms), so only up
+// to half of L2. Either way each element of C is the
 // same chain of multiply-adds over the same KC panels (the swap keeps the
 // problem's KC), so which way a product runs, which depends on its number of
 // rows (a batch), never changes a bit of a row's result. 0: keep; else the
@@ -532,7 +533,7 @@ static int64_t narrow_transposed(const Gemm *g) {
     const GemmKern *kn = g->kern;
     pthread_once(&caches_once, read_caches);
     int a_trans = g->a_rs == 1 && g->a_cs != 1;
-    int a_rows = g->a_cs == 1 && g->a_rs != 1 && kn->pack_b && g->m * g->k * 4 <= l2_bytes / 4;
+    int a_rows = g->a_cs == 1 && g->a_rs != 1 && kn->pack_b && g->m * g->k * 4 <= l2_bytes / 2;
     if (g->c_cs != 1 || !(a_trans || a_rows) || g->n >= kn->nr) return 0;
     if (round_up(g->n, kn->mr) * round_up(g->m, kn->nr) >= round_up(g->m, kn->mr) * round_up(g->n, kn->nr)) return 0;
     int64_t mc, kc, nc, deep = deep_kc(kn, g->n);
