@@ -92,18 +92,22 @@ static inline __attribute__((always_inline)) AVX512 void body_avx512(int64_t k, 
     }
 }
 
-AVX512 static void kern_avx512(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc,
-                         int acc) {
-    body_avx512(k, a, ak, 1, NULL, Z_MR, b, ldb, c, ldc, acc);
-}
-AVX512 static void rows_avx512(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
-                         int acc) {
-    body_avx512(k, a, 1, lda, NULL, Z_MR, b, ldb, c, ldc, acc);
-}
-AVX512 static void taps_avx512(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb, float *c,
-                               int64_t ldc, int acc) {
-    body_avx512(k, a, 0, 1, off, Z_MR, b, ldb, c, ldc, acc);
-}
+// The three entries of a kernel (gemm.c's GemmKern: fn, rows, taps), each the
+// body with its way of reading A and the full MR rows.
+#define DEFINE_ENTRIES(TARGET, BODY, SFX, MR)                                                                   \
+    TARGET static void kern_##SFX(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c,  \
+                                  int64_t ldc, int acc) {                                                        \
+        BODY(k, a, ak, 1, NULL, MR, b, ldb, c, ldc, acc);                                                        \
+    }                                                                                                            \
+    TARGET static void rows_##SFX(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, \
+                                  int64_t ldc, int acc) {                                                        \
+        BODY(k, a, 1, lda, NULL, MR, b, ldb, c, ldc, acc);                                                       \
+    }                                                                                                            \
+    TARGET static void taps_##SFX(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb,     \
+                                  float *c, int64_t ldc, int acc) {                                              \
+        BODY(k, a, 0, 1, off, MR, b, ldb, c, ldc, acc);                                                          \
+    }
+DEFINE_ENTRIES(AVX512, body_avx512, avx512, Z_MR)
 
 // The tails: the kernels for a panel of 1..13 rows, straight into C. The
 // 14-row kernel would compute a whole panel there: a 128-row product (a
@@ -215,18 +219,7 @@ static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t
     }
 DEFINE_PACK_B(pack_b_avx2, AVX2, Y_NR)
 
-AVX2 static void kern_avx2(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc,
-                         int acc) {
-    body_avx2(k, a, ak, 1, NULL, Y_MR, b, ldb, c, ldc, acc);
-}
-AVX2 static void rows_avx2(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
-                         int acc) {
-    body_avx2(k, a, 1, lda, NULL, Y_MR, b, ldb, c, ldc, acc);
-}
-AVX2 static void taps_avx2(int64_t k, const float *a, const int64_t *off, const float *b, int64_t ldb, float *c,
-                           int64_t ldc, int acc) {
-    body_avx2(k, a, 0, 1, off, Y_MR, b, ldb, c, ldc, acc);
-}
+DEFINE_ENTRIES(AVX2, body_avx2, avx2, Y_MR)
 #define Y_TAILS(M) DEFINE_TAILS(AVX2, body_avx2, avx2, M)
 Y_TAILS(1) Y_TAILS(2) Y_TAILS(3) Y_TAILS(4) Y_TAILS(5)
 #undef Y_TAILS
