@@ -912,13 +912,11 @@ static void shared_outputs(const Schedule *s, Str *host) {
   for (int b = 0; b < s->nbufs; b++) {
     const Buffer *B = &s->bufs[b];
     if (B->kind != BUF_OUTPUT || B->shares < 0) continue;
-    for (int i = 0; i < s->nbufs; i++) {
-      if (s->bufs[i].kind != BUF_INPUT || s->bufs[i].arg != B->shares) continue;
-      char n[160];
-      cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
-      str_put(host, "  if (A.b[%d] != A.b[%d]) __builtin_memcpy(A.b[%d], A.b[%d], (size_t)%s * %zu);\n", b, i, b, i, n,
-              ir_dtype_size(B->node->dtype));
-    }
+    int i = sched_buf(s, s->g->ins[B->shares]);   // the kernel computing B reads it: it has a buffer
+    char n[160];
+    cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
+    str_put(host, "  if (A.b[%d] != A.b[%d]) __builtin_memcpy(A.b[%d], A.b[%d], (size_t)%s * %zu);\n", b, i, b, i, n,
+            ir_dtype_size(B->node->dtype));
   }
 }
 

@@ -263,7 +263,7 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   ev->pipe.label = NULL;
   if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
   st->in_place = arena_alloc(ev->arena, sizeof(int) * (no + 1));
-  for (int o = 0; o < no; o++) st->in_place[o] = st->pr && g->donate[o] >= 0 && prog_out_shares(st->pr, o) == g->donate[o];
+  for (int o = 0; o < no; o++) st->in_place[o] = st->pr && prog_out_shares(st->pr, o) >= 0;
 }
 
 // kiln build: the step graph and where its arguments come from, instead of a run.

@@ -39,7 +39,8 @@ static void liveness(Schedule *s, const int *end, int *free_after) {
 // elementwise kernel that computes it, must read that input for the last time,
 // at the element it writes, and nothing else in its epilogue group may read the
 // input (other threads run the group on other blocks). Then the output's
-// storage may be the input's: Buffer.shares says so, and the kernel drops restrict.
+// storage may be the input's: Buffer.shares says so, and the kernel is marked
+// in place (the emitter reads the input through the output's pointer).
 static void over_donated(Schedule *s, int k, const int *start) {
   Kernel *K = &s->ks[k];
   Buffer *o = &s->bufs[K->out];
