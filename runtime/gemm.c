@@ -25,7 +25,8 @@
 // stays in L1 while the B block (KC x NC, half of L2) streams past it, and C
 // is written along its rows instead of down 32-column strips, one page per
 // row: 1.3-1.6x faster at k = 64 (25088x800x64, where writing C is most of
-// the work), and no slower on the square sizes. A row-major A is read in
+// the work), and no slower on the square sizes with AVX-512; the AVX2 kernel
+// takes BLIS's order for large deep products (see B_STAYS_COLS). A row-major A is read in
 // place instead of packed (see NARROW_B_PANELS), and so is a row-major B
 // against at most MR rows of A (block_sizes). A column-major C is computed as C^T = B^T A^T so the
 // kernel always writes rows; any other C (and every edge tile) goes through a
@@ -113,6 +114,7 @@ typedef struct {
     int transposed;   // computing C^T = B^T A^T (C was column-major)
     int direct_a;   // A is row-major: its whole micro-panels are read in place
     int direct_b;   // B is row-major and A has few rows: B's whole micro-panels are read in place
+    int b_stays;    // BLIS's inner loops: a B micro-panel stays in L1 while the packed A block streams past
     RtGemmEpilogue epi;   // rt.h's hook, NULL if none
     void *epi_ctx;
     int64_t e_rs, e_cs;   // the caller's strides of C (after a batch merge), for the hook
@@ -325,10 +327,28 @@ static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0,
 // row-major B read in place (row stride ld), while jr < whole; then packed.
 typedef struct { const float *packed, *direct; int64_t ld, whole; } BPanels;
 
+// The block the other way round, as BLIS does it (g->b_stays): A's block
+// packed (it stays in L2), then each B micro-panel stays in L1 while the A
+// micro-panels stream past it.
+static void block_b_stays(const Gemm *g, float *pa, const float *pb, const float *a, float *c, int64_t mb, int64_t nb,
+                          int64_t kb, int acc) {
+    const GemmKern *kn = g->kern;
+    pack_a(kn->mr, mb, kb, a, g->a_rs, g->a_cs, pa);
+    for (int64_t jr = 0; jr < nb; jr += kn->nr)
+        for (int64_t ir = 0; ir < mb; ir += kn->mr)
+            micro(kn, kb, (Panel){pa + ir * kb, kn->mr, 1, NULL}, pb + jr * kb, kn->nr, c + ir * g->c_rs + jr * g->c_cs,
+                  g->c_rs, g->c_cs, min64(kn->mr, mb - ir), min64(kn->nr, nb - jr), acc);
+}
+
 static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c, int64_t mb, int64_t nb,
                   int64_t kb, int64_t pk, int acc, int64_t p, int64_t ci, int64_t cj, int last) {
     const GemmKern *kn = g->kern;
     int64_t crs = g->c_rs, ccs = g->c_cs;
+    if (g->b_stays) {
+        block_b_stays(g, pa, bp.packed, a, c, mb, nb, kb, acc);
+        if (last && !g->transposed) finish(g, p, ci, ci + mb, cj, cj + nb);
+        return;
+    }
     int64_t whole = g->direct_a ? mb / kn->mr * kn->mr : 0;   // rows read in place
     int win_rows = g->win && !g->win->taps_rows;
     if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
@@ -455,6 +475,26 @@ void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc) {
 // KC for a narrow B of nb columns read against rows of A in place.
 static int64_t deep_kc(const GemmKern *kn, int64_t nb) { return l2_bytes / 4 / (4 * round_up(nb, kn->nr)); }
 
+// The loop order. With A's micro-panel in L1 (the order above), each k step
+// of the micro-kernel loads a row of B's panel from L2: nr floats per mr*nr
+// multiply-adds. The other way round (BLIS's), it loads a row of A's, mr
+// floats. For AVX2's 6 x 16 kernel that is 64 bytes against 24 per 6 cycles,
+// and on the AMD EPYC's (Zen 3) 512 KiB L2 the first order stays at 0.75-0.9x
+// BLIS for n >= 1024, where the second reaches 0.95-1.0x (interleaved runs,
+// best of 21-31 each: n = 2048 0.79 -> 1.01, 1024 0.89 -> 0.97, 128x1024x3136
+// 1.02 -> 1.15). It loses where B is narrow (n = 64 and 128: 0.99 -> 0.62,
+// 1.09 -> 0.90), and where k fits one KC panel C is written once either way.
+// So a kernel that asks for it (AVX2; the AVX-512 kernel's 14 x 32 needs fewer
+// bytes per cycle of an L2 twice as fast, and measured no slower in the first
+// order) takes the second for tiles of at least this many columns, k of a whole
+// KC and some rows. The A block is then packed (it stays in L2 while B's
+// panels pass), and B's block is thousands of columns wide, as BLIS's is,
+// kept in L3: a narrow one would repack A once per NC columns (2048: 0.92 at
+// NC 480, 1.01 at 4096). KC is the same in both orders, so the sums, and the
+// bits, are too.
+#define B_STAYS_COLS 512
+#define B_STAYS_NC 4096
+
 // No bigger than the tile needs: small products pack small buffers.
 static void block_sizes(Gemm *g) {
     const GemmKern *kn = g->kern;
@@ -464,6 +504,12 @@ static void block_sizes(Gemm *g) {
     // A product of at most one micro-panel of rows (a batch of one) reads each
     // value of B once: packing B would copy all of it to use it once.
     g->direct_b = g->b_cs == 1 && g->b_rs > 0 && g->m <= kn->mr;
+    g->b_stays = kn->b_stays && !g->win && !g->direct_b && g->k >= kc && g->nb >= B_STAYS_COLS &&
+                 g->mb >= mc;
+    if (g->b_stays) {
+        g->direct_a = 0;
+        nc = B_STAYS_NC;
+    }
     // Rows of windows go a micro-panel at a time, as a row-major A does, with
     // the same KC, so the sums are the materialized matrix's to the bit.
     int by_panel = g->direct_a || (g->win && !g->win->taps_rows);

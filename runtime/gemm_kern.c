@@ -230,10 +230,10 @@ DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 #endif
 
 static const GemmKern kerns[] = {
-    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, kern_c, rows_c, NULL, NULL, NULL, NULL},
+    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL},
 #ifdef KILN_X86
-    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2},
-    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
+    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, 1, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2},
+    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, 0, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
                           pack_b_avx512},
 #endif
 };

@@ -609,6 +609,9 @@ static void test_gemm_kernels(void) {
                 // ... and a small row-major A, transposed 8 x 8 by the B packer
                 layout_case(2 * nr + 5, 10, 77, L_ROW, L_ROW, L_ROW, 0),
                 layout_case(2 * nr, 3, kc + 9, L_ROW, L_TRANS, L_ROW, 1),
+                // Wide and deep: the AVX2 kernel's B micro-panel stays in L1 (BLIS's order)
+                layout_case(mc + 5, 1100, kc + 7, L_ROW, L_ROW, L_ROW, 1),
+                layout_case(2 * mc + 3, 1700, 2 * kc + 1, L_TRANS, L_TRANS, L_STRIDED, 0),
             };
             for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
                 cases++;
@@ -653,14 +656,8 @@ static void test_gemm_kernels(void) {
 // Philox
 //
 
-// A row's product never depends on how many rows share its batch: a narrow
-// product with a small row-major A runs transposed (C^T = B^T A^T) and one
-// row does not, with the same KC panels, so each row of x @ W (logreg's
-// 784 x 10) is the same to the bit at batch 1, 15, 64 and 100, on every kernel
-// and thread count.
-static void test_gemm_rows_independent(void) {
+static void gemm_rows_independent(int M, int K, int N) {
     char *keep = gemm_env_save();
-    enum { M = 100, K = 784, N = 10 };
     float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * K * N);
     float *one = malloc(sizeof(float) * M * N), *all = malloc(sizeof(float) * M * N);
     uint64_t seed = 7;
@@ -672,7 +669,7 @@ static void test_gemm_rows_independent(void) {
         for (int threads = 1; threads <= 2; threads++) {
             KRt *rt = rt_new(threads);
             for (int i = 0; i < M; i++) rt_gemm_f32(rt, 1, 1, N, K, a + i * K, 0, K, 1, w, 0, N, 1, one + i * N, 0, N, 1, 0);
-            static const int ms[] = {15, 64, M};
+            const int ms[] = {15, 64, M};
             for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
                 rt_gemm_f32(rt, 1, ms[j], N, K, a, 0, K, 1, w, 0, N, 1, all, 0, N, 1, 0);
                 check(!memcmp(all, one, sizeof(float) * ms[j] * N),
@@ -684,6 +681,20 @@ static void test_gemm_rows_independent(void) {
     }
     gemm_env_restore(keep);
     free(a), free(w), free(one), free(all);
+}
+
+// A row's product never depends on how many rows share its batch: a narrow
+// product with a small row-major A runs transposed (C^T = B^T A^T) and one
+// row does not, with the same KC panels, so each row of x @ W (logreg's
+// 784 x 10) is the same to the bit at batch 1, 15, 64 and 100, on every kernel
+// and thread count. Likewise a wide and deep one, which the AVX2 kernel runs
+// in BLIS's order (B's micro-panel in L1) from MC rows on, and one row does not.
+static void test_gemm_rows_independent(void) {
+    int64_t mc = 100, kc, nc;
+    const GemmKern *avx2 = gemm_kern_pick(GEMM_KILN_AVX2);
+    if (avx2) gemm_blocks(avx2, &mc, &kc, &nc);
+    gemm_rows_independent(100, 784, 10);
+    gemm_rows_independent((int)mc + 7, 700, 600);
 }
 
 static void test_philox(void) {
