@@ -153,7 +153,14 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 //               (proportionally less below: a product with inner dimension 1
 //               is bound by writing its result)
 //   MOVE_BYTES  the matrices a lowering materializes, written and read: im2col's
-//               windows and their gradient, kernel's Z and its gradient
+//               window gradient (when col2im takes it), kernel's Z and its gradient
+//   PACK_BYTES  the windows the GEMM packs from the image (implicit im2col): read
+//               from a cached image into cached panels, never to memory (refit
+//               on the AMD EPYC VM, AVX2, once the window GEMMs packed in place:
+//               at MOVE_BYTES, counted written and read, the model put 64->16
+//               5x5 8x8's im2col at 30 ms against kernel's 25, where im2col
+//               measured 5.8-7.2 against 10-14 ms forward and 28-31 against
+//               29-31 ms training at one thread, 16-22 against 21-23 at two)
 //   LOOP_FLOPS  direct's generated loops (a fused reduction over the window
 //               view, output-stationary), forward and both gradients
 //   AGG_OPS     kernel's aggregation with stride > 1 (KH*KW strided slices of Z
@@ -162,6 +169,7 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 #define GEMM_FLOPS 60e9
 #define GEMM_FULL 16.0
 #define MOVE_BYTES 12.5e9
+#define PACK_BYTES 50e9
 #define LOOP_FLOPS 3.5e9
 #define AGG_OPS 9e8
 #define AGG_FIXED 1e-4
@@ -179,9 +187,9 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   // gradient a transposed convolution (passes/convgrad.c: C x O*KK x Q,
   // packing dY's windows), or else a third GEMM whose window-matrix gradient
   // is written and read back by col2im.
-  t[CONV_IM2COL] = 2 * gemm_s(s->o, k, p) + 2 * p * k * 4 / MOVE_BYTES;
+  t[CONV_IM2COL] = 2 * gemm_s(s->o, k, p) + 2 * p * k * 4 / PACK_BYTES;
   if (kernel_by_col2im(s) && s->c >= CONVGRAD_MIN_CHANNELS)
-    t[CONV_IM2COL] += gemm_s(s->c, s->o * kk, q) + q * s->o * kk * 4 / MOVE_BYTES;
+    t[CONV_IM2COL] += gemm_s(s->c, s->o * kk, q) + q * s->o * kk * 4 / PACK_BYTES;
   else
     t[CONV_IM2COL] += gemm_s(s->o, k, p) + 2 * p * k * 4 / MOVE_BYTES;
   // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its
