@@ -25,8 +25,9 @@
 // stays in L1 while the B block (KC x NC, half of L2) streams past it, and C
 // is written along its rows instead of down 32-column strips, one page per
 // row: 1.3-1.6x faster at k = 64 (25088x800x64, where writing C is most of
-// the work), and no slower on the square sizes with AVX-512; the AVX2 kernel
-// takes BLIS's order for large deep products (see B_STAYS_COLS). A row-major A is read in
+// the work), and no slower on the square sizes with AVX-512. BLIS's order is
+// taken by the AVX2 kernel for large deep products, and by every kernel for a
+// product with an epilogue whose tiles are wider than NC (B_STAYS_COLS). A row-major A is read in
 // place instead of packed (see NARROW_B_PANELS), and so is a row-major B
 // against at most MR rows of A (block_sizes). A column-major C is computed as C^T = B^T A^T so the
 // kernel always writes rows; any other C (and every edge tile) goes through a
