@@ -53,7 +53,11 @@ int rt_train_loop(RtLoop *l) {
     int64_t got, done = 0, seen = 0;
     double sum = 0, loss;
     int cut = 0;
-    while ((got = rt_batcher_next(l->batches, cols)) > 0) {
+    for (;;) {
+      uint64_t t0 = rt_clock_ns();
+      got = rt_batcher_next(l->batches, cols);
+      rt_progress_data(l->progress, (double)(rt_clock_ns() - t0) * 1e-9);
+      if (got <= 0) break;
       if (l->step(l, cols, got, epoch, &loss)) return -1;
       done++;
       seen += got;

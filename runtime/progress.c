@@ -19,6 +19,7 @@ struct RtProgress {
     int epoch, nepochs, in_epoch;   // in_epoch: begun and not yet ended
     int64_t nbatches, nexamples;
     double ep_t0, ep_t1, last_draw;   // ep_t1: training ended (rt_progress_epoch_trained), else < 0
+    double data_s;   // rt_progress_data's seconds this epoch; < 0: never called
     int drawn;   // a bar is on the line
     int64_t batches, examples;
     double loss_sum;   // running mean = loss_sum / batches_seen
@@ -153,6 +154,7 @@ void rt_progress_epoch_begin(RtProgress *p, int epoch, int nepochs, int64_t nbat
     p->nbatches = nbatches, p->nexamples = nexamples;
     p->ep_t0 = t;
     p->ep_t1 = -1;
+    p->data_s = -1;
     p->batches = p->examples = p->nloss = 0;
     p->loss_sum = 0;
     if (p->tty)   // something to look at while the first step compiles
@@ -172,6 +174,11 @@ void rt_progress_step(RtProgress *p, int64_t batches_done, int64_t examples_done
         draw(p, t);
 }
 
+void rt_progress_data(RtProgress *p, double seconds) {
+    if (p)
+        p->data_s = (p->data_s > 0 ? p->data_s : 0) + seconds;
+}
+
 static void update_best(RtProgress *p, const char *name, double v) {
     if (!name || !isfinite(v))
         return;
@@ -188,7 +195,7 @@ void rt_progress_epoch_trained(RtProgress *p) {
         p->ep_t1 = now_s();
 }
 
-//     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s, accuracy 0.9012
+//     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s (data 4%), accuracy 0.9012
 void rt_progress_epoch_end(RtProgress *p, double mean_loss, const char *const *names,
                            const double *vals, int nmetrics) {
     if (!p)
@@ -200,6 +207,8 @@ void rt_progress_epoch_end(RtProgress *p, double mean_loss, const char *const *n
     add_epoch(&l, p);
     add(&l, ": loss %s, %.0f ex/s, %.1f s", fmt_val(v, sizeof v, mean_loss),
         rate(p->examples, el), el);
+    if (p->data_s >= 0)
+        add(&l, " (data %.0f%%)", el > 0 ? fmin(100 * p->data_s / el, 100) : 0);
     for (int i = 0; i < nmetrics; i++)
         add(&l, ", %s %s", names[i] ? names[i] : "?", fmt_val(v, sizeof v, vals[i]));
     add(&l, "\n");

@@ -53,12 +53,17 @@ void rt_progress_epoch_begin(RtProgress *p, int epoch, int nepochs, int64_t nbat
 //     epoch 2/5 [=========>     ] 312/469  5832 ex/s  loss 0.4123  ETA 0:07
 // where loss is the mean over the epoch so far (nan once any step was nan). Otherwise silent.
 void rt_progress_step(RtProgress *p, int64_t batches_done, int64_t examples_done, double loss);
+// Time the training loop spent this epoch waiting for its next batch (added up; the batch
+// gather, or the wait for the prefetch thread). The epoch line then shows its share of the
+// epoch's time, "10.3 s (data 4%)": a share near 100% says the input pipeline, not the
+// model, sets the pace.
+void rt_progress_data(RtProgress *p, double seconds);
 // Marks the end of the epoch's training steps, before an evaluation: the epoch line's time
 // and ex/s then count training alone (without the call, they run to rt_progress_epoch_end).
 void rt_progress_epoch_trained(RtProgress *p);
 // Replaces the bar (or, without a tty, prints) the summary line:
-//     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s, accuracy 0.9012
-// with ", NAME VALUE" per metric (nmetrics may be 0). The first metric is the one
+//     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s (data 4%), accuracy 0.9012
+// ("(data ...)" only after rt_progress_data), with ", NAME VALUE" per metric (nmetrics may be 0). The first metric is the one
 // rt_progress_finish reports the best of.
 void rt_progress_epoch_end(RtProgress *p, double mean_loss, const char *const *names,
                            const double *vals, int nmetrics);

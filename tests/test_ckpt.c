@@ -615,7 +615,7 @@ static void test_plot(void) {
 //
 
 // Runs a small two-epoch training display into a temporary file; returns its text.
-static char *run_progress(int tty, int interrupt) {
+static char *run_progress(int tty, int interrupt, double data_s) {
     FILE *f = tmpfile();
     RtProgress *p = rt_progress_new(f, tty);
     const char *names[] = {"accuracy", "error"};
@@ -627,6 +627,8 @@ static char *run_progress(int tty, int interrupt) {
                 break;
             if (tty)   // past the redraw interval, so every step draws
                 nanosleep(&(struct timespec){0, 110000000}, NULL);
+            if (data_s > 0)
+                rt_progress_data(p, data_s);
             rt_progress_step(p, b, 32 * b, 0.5 * b);
         }
         if (interrupt && e == 2)
@@ -663,7 +665,7 @@ static int count_lines(const char *s) {
 }
 
 static void test_progress(void) {
-    char *s = run_progress(0, 0);
+    char *s = run_progress(0, 0, 0);
     check(count_lines(s) == 3 && !strchr(s, '\r') && !strchr(s, '\033'),
           "progress: plain mode prints three lines, no bar");
     check(line_is(s, 0, "epoch 1/2: loss 1.0000, ", " s, accuracy 0.9012, error 0.0500") &&
@@ -674,12 +676,17 @@ static void test_progress(void) {
     check(line_is(s, 2, "trained 2 epochs in ", " ex/s); best accuracy 0.9012 (epoch 1)"),
           "progress: final line, best of the first metric");
     free(s);
-    s = run_progress(0, 1);
+    // Three waits of 1e6 s, longer than the epoch: the share is capped at 100%.
+    s = run_progress(0, 0, 1e6);
+    check(line_is(s, 0, "epoch 1/2: loss 1.0000, ", " s (data 100%), accuracy 0.9012, error 0.0500"),
+          "progress: the share of the epoch spent waiting for data, after its time");
+    free(s);
+    s = run_progress(0, 1, 0);
     check(count_lines(s) == 2 && line_is(s, 1, "stopped at epoch 2, step 2/3 after ",
                                          "; best accuracy 0.9012 (epoch 1)"),
           "progress: interrupted in an epoch");
     free(s);
-    s = run_progress(1, 0);
+    s = run_progress(1, 0, 0);
     check(strstr(s, "\repoch 1/2 [>                             ] 0/3\033[K") &&
               strstr(s, "\repoch 1/2 [==========>                   ] 1/3  ") &&
               strstr(s, "loss 0.5000  ETA 0:") && strstr(s, "\r\033[Kepoch 1/2: loss 1.0000") &&

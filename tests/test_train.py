@@ -373,6 +373,8 @@ def t_cli_and_output():
     lines = [l for l in err.splitlines() if l.startswith("epoch ")]
     check("--epochs overrides the train statement", rc == 0 and len(lines) == 2 and lines[-1].startswith("epoch 2/2"), err)
     check("one summary line per epoch when stderr is not a terminal", all("ex/s" in l and "loss" in l for l in lines), err)
+    check("each epoch line says how much of its time went to waiting for batches",
+          all(re.search(r" [0-9.]+ s \(data [0-9]+%\), accuracy", l) for l in lines), err)
     check("a final summary with time, throughput and the best metric",
           re.search(r"trained 2 epochs in [0-9.]+ s \([0-9]+ ex/s\); best accuracy", err) is not None, err)
     check("evaluate prints one 'name: value' line per metric", re.search(r"^accuracy: [0-9.]+\nloss: [0-9.]+$", out, re.M)

@@ -37,6 +37,8 @@ WORKDIR = tempfile.mkdtemp(prefix="kiln-speed-")
 BATCH = {"logreg": 64, "mlp": 128, "cnn": 128}
 TRAIN_N = 60000   # Fashion-MNIST's training images
 WARMUP = 2   # steps each system runs before its timed steps
+# Kiln's epoch line: epoch, ex/s, and the share of the time spent waiting for batches.
+KILN_EPOCH = r"^epoch (\d+)/\d+: loss \S+, ([\d.]+) ex/s, [\d.]+ s(?: \(data ([\d.]+)%\))?"
 # Time to accuracy: the examples' test-accuracy targets, and the most epochs tried.
 TARGET = {"logreg": 0.815, "mlp": 0.875, "cnn": 0.895}
 TTA_EPOCHS = {"logreg": 5, "mlp": 6, "cnn": 2}
@@ -146,15 +148,17 @@ class Bench:
     # training + inference ------------------------------------------------
     def kiln_epoch_time(self, model, threads, steps):
         """Seconds of training in one epoch cut at `steps` steps (the epoch line's time
-        counts training alone), the process's peak RSS; None when it failed."""
+        counts training alone), less its share spent waiting for batches (the line's
+        "(data N%)": the peers build their batches before timing), the process's peak
+        RSS; None when it failed."""
         cmd = [self.kiln, "run", os.path.join(ROOT, "examples", f"{model}.kiln"), "--epochs", "1", "--max-steps",
                str(steps), "--eval-examples", "100", "--threads", str(threads), "--progress", "lines"]
         rc, out, err, rss, dt = run_proc(cmd, threads, self.a.timeout)
-        m = re.search(r"^epoch 1/\d+: loss \S+, ([\d.]+) ex/s", err, re.M)
-        if rc or not m or float(m.group(1)) <= 0:
+        m = re.search(KILN_EPOCH, err, re.M)
+        if rc or not m or float(m.group(2)) <= 0:
             self.fail("kiln", f"train-{model}", why(rc, err, self.a.timeout))
             return None, rss
-        return steps * BATCH[model] / float(m.group(1)), rss
+        return steps * BATCH[model] / float(m.group(2)) * (1 - float(m.group(3) or 0) / 100), rss
 
     def train(self, system, model, threads):
         what = f"train-{model}"
@@ -202,9 +206,8 @@ class Bench:
             return self.fail(system, what, why(rc, err, self.a.tta_timeout))
         if system == "kiln":
             total, accs, sec = 0.0, [], None
-            for n, rate, acc in re.findall(r"^epoch (\d+)/\d+: loss \S+, ([\d.]+) ex/s, .*?, accuracy ([\d.]+)",
-                                           err, re.M):
-                total += TRAIN_N / float(rate)   # finer than the line's 0.1 s
+            for n, rate, data, acc in re.findall(KILN_EPOCH + r".*?, accuracy ([\d.]+)", err, re.M):
+                total += TRAIN_N / float(rate) * (1 - float(data or 0) / 100)   # finer than the line's 0.1 s
                 accs.append(float(acc))
                 if sec is None and float(acc) >= TARGET[model]:
                     sec, ep = total, int(n)
@@ -376,7 +379,8 @@ def report(res, a):
       f"a shared and noisy virtual machine. Thread counts: {', '.join(map(str, th))}. "
       f"Medians over {a.reps} repetitions (training, inference) and {a.micro_reps} (GEMM, elementwise); "
       f"systems alternate inside each repetition. Steps per training run: "
-      + ", ".join(f"{m} {a.steps[m]}" for m in MODELS) + " after 2 warm-up steps (Kiln: a 2-step run's time taken off a 2 + N step run's). "
+      + ", ".join(f"{m} {a.steps[m]}" for m in MODELS) + " after 2 warm-up steps (Kiln: a 2-step run's time taken off a 2 + N step run's, each less the share "
+      "its epoch line gives to waiting for batches, since the peers build theirs before timing). "
       "Versions: " + ", ".join(f"{k} {v}" for k, v in res.get("versions", {}).items()) + ".\n")
 
     # headline
@@ -444,8 +448,8 @@ def report(res, a):
     w("Whole epochs over the 60,000 training images until test accuracy reaches the examples' target "
       "(logreg 81.5%, MLP 87.5%, CNN 89.5%), evaluated after each epoch; the seconds are training steps only "
       "(evaluation and batch conversion not counted; each peer's first step, which holds its compile, counts as "
-      "its mean step). Kiln runs the example file itself; its first step includes first-touching its scratch "
-      "memory. In brackets: the epochs it took.\n")
+      "its mean step). Kiln runs the example file itself, its waits for batches (the data share of its epoch "
+      "lines) not counted either; its first step includes first-touching its scratch memory. In brackets: the epochs it took.\n")
     tta = res.get("tta", {})
     tta_th = sorted({k[1] for k in tta})
     w("| model | threads | " + " | ".join(NAME[s] for s in systems) + " |")
