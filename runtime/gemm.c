@@ -370,6 +370,11 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
             Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
             if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk};
+            if (mv == 1 && kn->row_panels && ccs == 1 && ap.ai == 1 && !ap.off && jr + ROW_PANELS * kn->nr <= bp.whole) {
+                kn->row_panels(kb, ap.a, ap.ak, bp.direct + jr, bp.ld, c + ir * crs + jr, acc);
+                jr += (ROW_PANELS - 1) * kn->nr;
+                continue;
+            }
             const float *pb = jr < bp.whole ? bp.direct + jr : bp.packed + (jr - bp.whole) * kb;
             micro(kn, kb, ap, pb, jr < bp.whole ? bp.ld : kn->nr, c + ir * crs + jr * ccs, crs, ccs, mv,
                   min64(kn->nr, nb - jr), acc);

@@ -222,6 +222,28 @@ static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t
 DEFINE_PACK_B(pack_b_avx2, AVX2, Y_NR)
 
 DEFINE_ENTRIES(AVX2, body_avx2, avx2, Y_MR)
+
+// A batch of one (a single row against a B read in place): tail1 has two
+// accumulators, so each k waits on the FMA latency, and crosses B's k rows once
+// per 16 columns. Four panels at once: eight chains, and a quarter of the passes.
+AVX2 static void row_panels_avx2(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c,
+                                 int acc) {
+    enum { V = ROW_PANELS * Y_NR / 8 };
+    __m256 s[V];
+#pragma GCC unroll 8
+    for (int j = 0; j < V; j++) s[j] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; p++) {
+        __m256 x = _mm256_broadcast_ss(a + p * ak);
+        const float *bp = b + p * ldb;
+#pragma GCC unroll 8
+        for (int j = 0; j < V; j++) s[j] = _mm256_fmadd_ps(x, _mm256_loadu_ps(bp + 8 * j), s[j]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < V; j++) {
+        if (acc) s[j] = _mm256_add_ps(s[j], _mm256_loadu_ps(c + 8 * j));
+        _mm256_storeu_ps(c + 8 * j, s[j]);
+    }
+}
 #define Y_TAILS(M) DEFINE_TAILS(AVX2, body_avx2, avx2, M)
 Y_TAILS(1) Y_TAILS(2) Y_TAILS(3) Y_TAILS(4) Y_TAILS(5)
 #undef Y_TAILS
@@ -232,11 +254,12 @@ DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 #endif
 
 static const GemmKern kerns[] = {
-    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL},
+    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL, NULL},
 #ifdef KILN_X86
-    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, 1, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2},
+    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, 1, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2,
+                         row_panels_avx2},
     [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, 0, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
-                          pack_b_avx512},
+                          pack_b_avx512, NULL},
 #endif
 };
 

@@ -110,7 +110,12 @@ typedef struct {
     // dst[p*nr + j] with this instruction set's moves when B is row-major (cs == 1)
     // or column-major (rs == 1); 0 (nothing written) otherwise. NULL: none.
     int (*pack_b)(int64_t k, const float *b, int64_t rs, int64_t cs, float *dst);
+    // One row of A (a[p*ak]) against ROW_PANELS whole panels of a B read in place,
+    // into ROW_PANELS * nr contiguous values of C: tail[1]'s sums, each still in k
+    // order, with ROW_PANELS times its independent chains (NULL: none).
+    void (*row_panels)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int acc);
 } GemmKern;
+#define ROW_PANELS 4
 // The kernel for a kiln kind on this CPU; NULL if the CPU lacks it.
 const GemmKern *gemm_kern_pick(int kind);
 // The block sizes gemm.c uses with kn (rows of A, depth, columns of B per block),

@@ -609,6 +609,10 @@ static void test_gemm_kernels(void) {
                 // ... and a small row-major A, transposed 8 x 8 by the B packer
                 layout_case(2 * nr + 5, 10, 77, L_ROW, L_ROW, L_ROW, 0),
                 layout_case(2 * nr, 3, kc + 9, L_ROW, L_TRANS, L_ROW, 1),
+                // A batch of one against a row-major B read in place: whole groups
+                // of panels (row_panels), a lone panel and a partial one, over KC panels
+                layout_case(1, 9 * nr + 5, 2 * kc + 3, L_ROW, L_ROW, L_ROW, 1),
+                layout_case(1, 4 * nr, kc - 1, L_ROW, L_ROW, L_ROW, 0),
                 // Wide and deep: the AVX2 kernel's B micro-panel stays in L1 (BLIS's order)
                 layout_case(mc + 5, 1100, kc + 7, L_ROW, L_ROW, L_ROW, 1),
                 layout_case(2 * mc + 3, 1700, 2 * kc + 1, L_TRANS, L_TRANS, L_STRIDED, 0),
