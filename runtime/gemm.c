@@ -274,6 +274,8 @@ typedef struct {
     const int64_t *off;    // or, if not NULL, at a[off[p] + i] (taps: windows in place)
 } Panel;
 
+static inline void put(float *x, float v, int acc) { *x = acc ? *x + v : v; }
+
 // One mv x nv block of C (at most mr x nr): straight into C when its columns
 // are whole and contiguous and its rows are the kernel's mr or a tail's, else
 // into a buffer and copied out. A tail computes only the panel's mv rows.
@@ -295,15 +297,14 @@ static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, int
     else
         kn->rows(kb, ap.a, ap.ai, pb, ldb, dst, ld, direct && acc);
     if (direct) return;
-    // Along C's contiguous axis: a transposed product's C^T tile is mv values of
-    // each of nv rows of the caller's C (see block_sizes for what the two changes gave).
-    int64_t outer = rs == 1 ? nv : mv, inner = rs == 1 ? mv : nv;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t q = 0; q < inner; q++) {
-            int64_t i = rs == 1 ? q : o, j = rs == 1 ? o : q;
-            float *x = c + i * rs + j * cs;
-            *x = acc ? *x + t[i * kn->nr + j] : t[i * kn->nr + j];
-        }
+    // Along C's contiguous axis: a transposed product's C^T tile (rs == 1) is mv
+    // values in each of nv rows of the caller's C (see block_sizes for the gain).
+    if (rs == 1)
+        for (int64_t j = 0; j < nv; j++)
+            for (int64_t i = 0; i < mv; i++) put(c + i + j * cs, t[i * kn->nr + j], acc);
+    else
+        for (int64_t i = 0; i < mv; i++)
+            for (int64_t j = 0; j < nv; j++) put(c + i * rs + j * cs, t[i * kn->nr + j], acc);
 }
 
 // A row-major A is read in place, mr rows at a time, not packed: with the

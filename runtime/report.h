@@ -63,8 +63,8 @@ void rt_progress_data(RtProgress *p, double seconds);
 void rt_progress_epoch_trained(RtProgress *p);
 // Replaces the bar (or, without a tty, prints) the summary line:
 //     epoch 2/5: loss 0.4123, 5832 ex/s, 10.3 s (data 4%), accuracy 0.9012
-// ("(data ...)" only after rt_progress_data), with ", NAME VALUE" per metric (nmetrics may be 0). The first metric is the one
-// rt_progress_finish reports the best of.
+// ("(data ...)" only after rt_progress_data), with ", NAME VALUE" per metric (nmetrics may
+// be 0). The first metric is the one rt_progress_finish reports the best of.
 void rt_progress_epoch_end(RtProgress *p, double mean_loss, const char *const *names,
                            const double *vals, int nmetrics);
 // The closing line, from the first epoch's start:
