@@ -110,6 +110,8 @@ typedef struct {
     const GemmKern *kern;
     int64_t mc, kc, nc;   // block sizes, multiples of the kernel's mr, -, nr
     int64_t kc_keep;      // KC as the untransposed problem had it (0: choose)
+    int64_t ks, k0;       // parts the depth is cut into (split_depth; 1: none); a part's first k
+    float *parts;         // parts 1.. of such a product, m x n each, summed into C afterwards
     float *ws;   // packing buffers, slot_floats per thread slot
     int64_t a_pack, slot_floats, nslots, nbatch;   // floats per slot, A's first
     int transposed;   // computing C^T = B^T A^T (C was column-major)
@@ -423,9 +425,9 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
     }
     for (int64_t jc = 0; jc < nt; jc += g->nc) {
         int64_t nb = min64(g->nc, nt - jc);
-        for (int64_t pc = 0; pc < g->k; pc += g->kc) {
+        for (int64_t pc = g->k0; pc < g->k; pc += g->kc) {
             int64_t kb = min64(g->kc, g->k - pc);
-            int acc = pc > 0 || g->beta != 0, last = pc + kb == g->k;
+            int acc = pc > g->k0 || g->beta != 0, last = pc + kb == g->k;
             const float *bk = b + pc * g->b_rs + jc * g->b_cs;
             BPanels bp = {pb, NULL, 0, 0};
             if (g->direct_b) bp = (BPanels){pb, bk, g->b_rs, nb / kn->nr * kn->nr};
@@ -440,14 +442,29 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
     }
 }
 
+// Part q of a product whose depth is cut (split_depth): its range of k, into C
+// (q = 0, with beta) or into its own m x n buffer, with no epilogue; packed()
+// sums the buffers into C once every part is done.
+static void depth_part(const Gemm *g, float *pa, float *pb, int64_t q) {
+    Gemm part = *g;
+    part.k0 = g->k * q / g->ks, part.k = g->k * (q + 1) / g->ks;
+    part.epi = NULL;
+    if (q > 0) part.c = g->parts + (q - 1) * g->m * g->n, part.c_rs = g->n, part.c_cs = 1, part.beta = 0;
+    packed_tile(&part, pa, pb, 0, 0, g->m, 0, g->n);
+}
+
 // Thread slots [lo, hi): slot s runs its equal share of the batch * tm * tn
-// tiles with its own packing buffers.
+// tiles (or of the ks depth parts) with its own packing buffers.
 static void run_slots(void *ctx, int64_t lo, int64_t hi) {
     const Gemm *g = ctx;
-    int64_t ntiles = g->tm * g->tn, total = ntiles * g->nbatch;
+    int64_t ntiles = g->tm * g->tn * g->ks, total = ntiles * g->nbatch;
     for (int64_t s = lo; s < hi; s++) {
         float *pa = g->ws + s * g->slot_floats, *pb = pa + g->a_pack;
         for (int64_t it = total * s / g->nslots; it < total * (s + 1) / g->nslots; it++) {
+            if (g->ks > 1) {
+                depth_part(g, pa, pb, it);
+                continue;
+            }
             int64_t p = it / ntiles, t = it % ntiles;
             int64_t i0 = t / g->tn * g->mb, j0 = t % g->tn * g->nb;
             packed_tile(g, pa, pb, p, i0, min64(g->mb, g->m - i0), j0, min64(g->nb, g->n - j0));
@@ -553,15 +570,27 @@ static void block_sizes(Gemm *g) {
     g->nc = min64(nc, round_up(g->nb, kn->nr));
 }
 
+// C += the depth parts 1.. (in order, so a thread count repeats its bits), then
+// the epilogue over the whole (small) product.
+static void sum_parts(const Gemm *g) {
+    float *c = g->c;
+    for (int64_t q = 1; q < g->ks; q++) {
+        const float *r = g->parts + (q - 1) * g->m * g->n;
+        for (int64_t i = 0; i < g->m; i++)
+            for (int64_t j = 0; j < g->n; j++) c[i * g->c_rs + j * g->c_cs] += r[i * g->n + j];
+    }
+    finish(g, 0, 0, g->m, 0, g->n);
+}
+
 // The packed path after plan_tiles; 0 if the buffers could not be had. With
 // a window operand, its scratch (win_setup) goes before the packing buffers.
 static int packed(KRt *rt, Gemm *g, int64_t batch) {
     block_sizes(g);
     g->nbatch = batch;
-    g->nslots = min64(rt_threads(rt), batch * g->tm * g->tn);
+    g->nslots = min64(rt_threads(rt), batch * g->tm * g->tn * g->ks);
     g->slot_floats = g->a_pack + round_up(g->kc * g->nc, 16);
-    int64_t pre = g->win ? round_up(win_scratch_floats(g->win), 16) : 0;
-    size_t bytes = sizeof(float) * (size_t)(pre + g->slot_floats * g->nslots);
+    int64_t pre = g->win ? round_up(win_scratch_floats(g->win), 16) : 0, parts = (g->ks - 1) * g->m * g->n;
+    size_t bytes = sizeof(float) * (size_t)(pre + g->slot_floats * g->nslots + parts);
     // Inside a parallel region (or with no context) the context's buffers may be in
     // use by another thread: this call gets its own.
     int own = !rt || rt_in_parallel();
@@ -572,7 +601,9 @@ static int packed(KRt *rt, Gemm *g, int64_t batch) {
         g->a = g->win->x;
     }
     g->ws = buf + pre;
+    g->parts = g->ws + g->slot_floats * g->nslots;
     rt_parallel_for(rt, run_slots, g, g->nslots, 1);
+    if (g->ks > 1) sum_parts(g);
     if (own) rt_free(buf);
     return 1;
 }
@@ -662,31 +693,70 @@ static int64_t gcd(int64_t a, int64_t b) {
     return a;
 }
 
+// What one unit of depth of an mb x nb tile costs, in multiply-adds: its
+// multiply-adds rounded up to whole micro-tiles (mr x nr; 1 x 1 for BLIS and
+// the loops), plus PACK_COST for each value packed (a row of A and a column of
+// B per unit of depth). PACK_COST is what the CNN's first weight gradient
+// measured (25 x 32 over 100352 pixels, AVX2, 1 thread: 2 ms of its 5 for 96M
+// multiply-adds, 3 ms to pack 5.7M values).
+#define PACK_COST 24
+static double tile_cost(int64_t mb, int64_t nb, int64_t mr, int64_t nr) {
+    return (double)round_up(mb, mr) * round_up(nb, nr) + PACK_COST * (double)(mb + nb);
+}
+
 // The tile grid: enough tiles that every pool thread gets the same number
 // (batch * tiles a multiple of the thread count), none below TILE_MIN_WORK,
-// and each product cut into tm x tn blocks as near square as the divisors of
-// the count allow (a square block packs the least per multiply-add), among
-// the cuts whose blocks, rounded up to whole micro-tiles (mr x nr; 1 x 1 for
-// BLIS and the loops), are the fewest: cutting a 25 x 32 product's 32 columns
-// (one 32-wide micro-tile) in two would leave each thread the whole tile's
-// work, where cutting its 25 rows (two 14-row tiles) halves it.
+// and each product cut into the tm x tn blocks that cost least (tile_cost),
+// the squarest on a tie. Whole micro-tiles: cutting a 25 x 32 product's 32
+// columns (one 32-wide AVX-512 micro-tile) in two would leave each thread the
+// whole tile's work, where cutting its 25 rows halves it. Packing: a weight
+// gradient of 3136 x 1024 (the CNN's dense layer, Adam in its epilogue) is cut
+// into rows rather than into columns, which are 0.2% fewer micro-tiles: each
+// thread packs half of A instead of all of it, and updates whole rows of the
+// weights and their moments. At 2 threads, six runs each, alternating, it
+// measured 9.3-11.0 against 10.5-13.2 ms, and the MLP's 784 x 512 one 1.0-1.6
+// against 1.6-2.1 ms in five.
 static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t nr) {
     int64_t per = threads / gcd(batch, threads);   // tiles per product
     double most = (double)g->m * g->n * (g->k ? g->k : 1) / TILE_MIN_WORK;
     if (per > most) per = most > 1 ? (int64_t)most : 1;
-    int64_t tm = 1, least = -1;
-    double best = INFINITY;
+    int64_t tm = 1;
+    double least = INFINITY, best = INFINITY;
     for (int64_t d = 1; d <= per; d++) {
         if (per % d || d > g->m || per / d > g->n) continue;
-        int64_t work = round_up((g->m + d - 1) / d, mr) * round_up((g->n + per / d - 1) / (per / d), nr);
+        double cost = tile_cost((g->m + d - 1) / d, (g->n + per / d - 1) / (per / d), mr, nr);
         double skew = fabs(log((double)g->m * per / ((double)g->n * d * d)));   // log(mb / nb)
-        if (least < 0 || work < least || (work == least && skew < best)) { least = work; best = skew; tm = d; }
+        if (cost < least || (cost == least && skew < best)) { least = cost; best = skew; tm = d; }
     }
     int64_t tn = per / tm < g->n ? per / tm : g->n;
     g->mb = (g->m + tm - 1) / tm;
     g->nb = (g->n + tn - 1) / tn;
     g->tm = (g->m + g->mb - 1) / g->mb;
     g->tn = (g->n + g->nb - 1) / g->nb;
+}
+
+// A deep product with few outputs cut into tiles leaves each thread packing
+// all of one operand for its share of the other: the CNN's first weight
+// gradient (25 taps x 32 channels over 100352 pixels) is cut into its 32
+// columns, and both threads gathered every window of the image. Cutting its
+// depth instead gives each thread a part of both, into its own copy of C,
+// summed at the end (in order: a thread count still repeats its bits). It is
+// taken where the parts cost (tile_cost) a tenth less than the tiles, and
+// their copies of C stay in cache; of the examples' products only that one
+// does (the next, 800 x 64 over 25088 pixels, comes to 0.98). At 2 threads that
+// product measured 3.2-3.8 against 3.9-6.1 ms, four runs each, alternating.
+static void split_depth(Gemm *g, int64_t batch, int threads) {
+    g->ks = 1;
+    pthread_once(&caches_once, read_caches);
+    if (batch != 1 || threads < 2 || g->tm * g->tn != threads || g->k < 64 * threads ||
+        g->m * g->n * threads * 4 > l2_bytes / 2)
+        return;
+    const GemmKern *kn = g->kern;
+    double tile = tile_cost(g->mb, g->nb, kn->mr, kn->nr);
+    double part = tile_cost(g->m, g->n, kn->mr, kn->nr) / threads + PACK_COST * (double)g->m * g->n * threads / g->k;
+    if (part >= 0.9 * tile) return;
+    g->ks = threads;
+    g->tm = g->tn = 1, g->mb = g->m, g->nb = g->n;
 }
 
 static void gemm(KRt *rt, Gemm *g, int64_t batch) {
@@ -712,6 +782,7 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
         if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || keep)) transpose_problem(&t);
         t.kc_keep = keep;
         plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
+        split_depth(&t, batch, rt_threads(rt));
         if (packed(rt, &t, batch)) return;
     }
     g->blis = (g->f64 || kind != GEMM_LOOPS) && rt_have_blis() && g->k > 0 && blis_strides_ok(g->m, g->k, g->a_rs, g->a_cs) &&
@@ -775,6 +846,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         w.hwc = rows != NULL;
         if (rows) t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
         plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);
+        split_depth(&t, 1, rt_threads(rt));
         int done = packed(rt, &t, 1);
         if (done && rows) {
             float *c = g->c;

@@ -614,8 +614,11 @@ static void test_gemm_kernels(void) {
                 layout_case(1, 9 * nr + 5, 2 * kc + 3, L_ROW, L_ROW, L_ROW, 1),
                 layout_case(1, 4 * nr, kc - 1, L_ROW, L_ROW, L_ROW, 0),
                 // Wide and deep: the AVX2 kernel's B micro-panel stays in L1 (BLIS's order)
-                layout_case(mc + 5, 1100, kc + 7, L_ROW, L_ROW, L_ROW, 1),
+                layout_case(mc + 5, 1100, kc + 13, L_ROW, L_ROW, L_ROW, 1),
                 layout_case(2 * mc + 3, 1700, 2 * kc + 1, L_TRANS, L_TRANS, L_STRIDED, 0),
+                // Deep with few outputs: the depth cut into one part per thread
+                layout_case(25, 2 * nr, 9001, L_TRANS, L_ROW, L_STRIDED, 1),
+                layout_case(mr + 1, nr + 1, 4 * kc + 5, L_ROW, L_TRANS, L_ROW, 0),
             };
             for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
                 cases++;
@@ -1241,6 +1244,7 @@ static void test_gemm_windows(void) {
         {2, 4, 6, 6, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 8, 1, 1},     // channels last, no padding (read in place)
         {2, 3, 32, 32, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 32, 1},    // 32-pixel rows: equal panels, tail kernels
         {1, 2, 9, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, 1, 1},  // 28-pixel rows, channels last
+        {8, 1, 28, 28, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 32, 1},    // the CNN's first layer: its weight gradient's depth cut per thread
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
