@@ -618,7 +618,7 @@ static void test_gemm_kernels(void) {
                 layout_case(2 * mc + 3, 1700, 2 * kc + 1, L_TRANS, L_TRANS, L_STRIDED, 0),
                 // Deep with few outputs: the depth cut into one part per thread
                 layout_case(25, 2 * nr, 9001, L_TRANS, L_ROW, L_STRIDED, 1),
-                layout_case(mr + 1, nr + 1, 4 * kc + 5, L_ROW, L_TRANS, L_ROW, 0),
+                layout_case(mr + 1, nr + 1, 9001, L_ROW, L_TRANS, L_ROW, 0),
             };
             for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
                 cases++;
