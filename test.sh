@@ -2,7 +2,8 @@
 # The test suite: unit tests, language and error-message tests, REPL tests,
 # forward values against NumPy, gradient checks against finite differences,
 # standalone binaries and libraries from kiln build;
-# CUDA kernels through NVRTC (no GPU needed);
+# CUDA kernels through NVRTC (no GPU needed), and run on a fake CUDA device that
+# runs them on the CPU (the op suites again, training, the REPL's :device);
 # in the optimized build, in the fallback build without LLVM and BLIS (-Djit=cc -Dblis=disabled;
 # KILN_TEST_FALLBACK=0 skips it) and under AddressSanitizer + UBSan
 # (KILN_TEST_ASAN=0 skips it). Ends with "N passed, N failed".
@@ -43,6 +44,12 @@ run_suites() {  # build dir, label
   suite "$l docs" .venv/bin/python tests/test_docs.py "$b/kiln"
   suite "$l vectorize" .venv/bin/python tests/test_vectorize.py "$b/kiln"
   suite "$l cuda (nvrtc)" .venv/bin/python tests/test_cuda.py "$b/kiln"
+  # --device cuda on the fake driver and NVRTC (tests/fakecuda): the kernels run on the CPU.
+  suite "$l cuda device" .venv/bin/python tests/test_cuda_run.py "$b/kiln"
+  local fake="KILN_LIBCUDA=$PWD/$b/tests/libkiln_fakecuda.so KILN_NVRTC=$PWD/$b/tests/libkiln_fakenvrtc.so KILN_TEST_DEVICE=cuda"
+  suite "$l ops vs numpy on cuda" env $fake .venv/bin/python tests/test_ops.py "$b/kiln"
+  suite "$l gradcheck on cuda" env $fake .venv/bin/python tests/test_gradcheck.py "$b/kiln"
+  suite "$l nn ops on cuda" env $fake .venv/bin/python tests/test_nn.py "$b/kiln"
 }
 # A private compile cache, so tests see the compiler run and nothing stale.
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
@@ -64,6 +71,8 @@ if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
     suite "cc-fallback training" .venv/bin/python tests/test_train.py build-cc/kiln
     suite "cc-fallback build" .venv/bin/python tests/test_build.py build-cc/kiln
     suite "cc-fallback vectorize" .venv/bin/python tests/test_vectorize.py build-cc/kiln
+    # a GPU machine has no LLVM libraries: its host functions go through the system cc
+    suite "cc-fallback cuda device" .venv/bin/python tests/test_cuda_run.py build-cc/kiln
   else
     total_fail=$((total_fail + 1)); echo "FAIL the -Djit=cc build"
   fi

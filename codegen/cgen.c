@@ -874,8 +874,9 @@ static void scatter_kernel(Gen *g, const Kernel *K, int k, char *work, char *gra
 // ---- the host function ------------------------------------------------------------
 // layout(): each workspace slot's offset for these dimensions, and the total.
 // Exported as `workspace` too, so the caller can make sure the memory exists
-// (and report its absence) before the graph runs.
-static void emit_layout(const Schedule *s, Str *h) {
+// (and report its absence) before the graph runs. scratch: with the column
+// reductions' scratch after the slots (the CUDA kernels need none).
+void cg_emit_layout(const Schedule *s, Str *h, int scratch) {
   char n[128];
   str_put(h, "\nstatic size_t layout(const int64_t *D, size_t *at) {\n  size_t total = 0, z; (void)D; (void)at; (void)z;\n");
   for (int sl = 0; sl < s->nslots; sl++) {
@@ -891,7 +892,7 @@ static void emit_layout(const Schedule *s, Str *h) {
   }
   // After the slots: the scratch of the kernels that need one (column reductions' partials).
   str_put(h, "  z = 0;\n");
-  for (int k = 0; k < s->nk; k++) {
+  for (int k = 0; k < s->nk && scratch; k++) {
     const Kernel *K = &s->ks[k];
     int64_t L = K->kind == KS_REDUCE ? cols_block(K->node) : 0;
     if (!L) continue;
@@ -938,7 +939,7 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
   str_put(&body, "%s", prelude);
   str_put(&body, "typedef struct { const int64_t *D; void *scratch; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
   str_put(&body, "typedef struct { const Args *A; int64_t base; } Epi;   // an epilogue's context\n");
-  emit_layout(s, &host);
+  cg_emit_layout(s, &host, 1);
   str_put(&host, "\nstatic void run(void *rt, const int64_t *D, void **in, void **cst, void **out) {\n");
   str_put(&host, "  Args A; A.D = D; (void)in; (void)cst; (void)out;\n");
   str_put(&host, "  size_t at[%d];\n  size_t total = layout(D, at);\n", s->nslots + 1);

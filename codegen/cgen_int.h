@@ -54,6 +54,9 @@ void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
 // xoff and its strides xs<i>), oo into the contiguous output and, with
 // labels, lo_ into them (strides ls<i>; x's shape without its last axis).
 void cg_row_offsets(Gen *g, Node *x, int ax, int labels);
+// layout(D, at): the workspace slots' offsets (at[nslots]: the scratch, with
+// scratch = 1) and the total bytes, as a static C function (cgen.c).
+void cg_emit_layout(const Schedule *s, Str *h, int scratch);
 // text (n bytes, freed) with each KILN_PFX replaced by kiln_<64-bit FNV-1a hash
 // of the text as it is>, also written to pfx: entry points are named after
 // what they compute, so equal programs share compiled code and names.

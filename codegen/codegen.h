@@ -23,17 +23,14 @@ int cg_emit_c(const Schedule *s, CSource *out, char *err, size_t errlen);
 void cg_source_free(CSource *cs);
 
 // The CUDA emitter (cuda.c): the same kernels as `extern "C" __global__` functions
-// for NVRTC, and the plan the host runs them in. A kernel's parameters are the
+// for NVRTC, and a host function in C that runs them. A kernel's parameters are the
 // dimensions by value (<prefix>_dims), then its output buffer, then the buffers it reads,
-// in Kernel.reads order. GEMMs are steps for the host (cuBLAS, to come), described
-// in a comment; there is no host code in the source yet.
-typedef enum { CU_KERNEL, CU_GEMM } CudaStepKind;
+// in Kernel.reads order. Matrix products are kernels too (tiled; cuBLAS to come).
 typedef struct {
-  CudaStepKind kind;
   int k;               // the schedule's kernel
-  char name[48];       // CU_KERNEL: the __global__ function
-  char work[128];      // CU_KERNEL: C expression over D[] of its work items
-  int per_block;       // 1: a work item is a block (a reduction's output, a row); 0: a thread
+  char name[48];       // the __global__ function
+  char work[160];      // C expression over D[] of its work items
+  int per_block;       // 1: a work item is a block (a reduction's output, a row, a tile of C); 0: a thread
   int block;           // threads per block
 } CudaStep;
 
@@ -41,6 +38,10 @@ typedef struct {
   char *src;           // CUDA C for NVRTC (malloc'd)
   CudaStep *steps; int nsteps;
   int ndims;           // <prefix>_dims holds D[0..ndims)
+  char *host;          // C for the CPU's JIT (malloc'd), defining:
+  char host_entry[48];      // int host(void *x, const int64_t *D, const CUdeviceptr *in, *cst, *out):
+                            // launches every step through rt_cuda_launch (runtime/cuda.h); 0 or -1
+  char host_workspace[48];  // size_t workspace(const int64_t *D): device scratch bytes a run needs
 } CudaSource;
 
 int cg_emit_cuda(const Schedule *s, CudaSource *out, char *err, size_t errlen);

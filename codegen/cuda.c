@@ -2,7 +2,8 @@
 // NVRTC. Element values come from the same expression printer (cexpr.c), so one op
 // table row gives both targets; what differs is the loop around them: grid-stride
 // loops over elements, a block per reduction output or row op row, warp shuffles.
-// GEMMs are not kernels here: each is a step the host runs through cuBLAS.
+// Matrix products are tiled kernels here (cuBLAS is not used yet). A host
+// function in C, compiled by the CPU's JIT, launches them in order.
 #include "cgen_int.h"
 #include <inttypes.h>
 #include <stdlib.h>
@@ -132,12 +133,11 @@ static void end(Gen *g) {
   g->nmemo = 0;
 }
 
-static CudaStep *add_step(CudaSource *cs, CudaStepKind kind, int k) {
+static CudaStep *add_step(CudaSource *cs, int k) {
   cs->steps = realloc(cs->steps, sizeof *cs->steps * (cs->nsteps + 1));
   if (!cs->steps) abort();
   CudaStep *st = &cs->steps[cs->nsteps++];
   memset(st, 0, sizeof *st);
-  st->kind = kind;
   st->k = k;
   st->block = BLOCK;
   snprintf(st->name, sizeof st->name, "KILN_PFX_k%d", k);
@@ -405,45 +405,157 @@ static void scatter_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   end(g);
 }
 
-// A matrix product: no kernel, a comment that describes the call the host will
-// make (cuBLAS, batched and strided, as the CPU's rt_gemm_*).
-static void gemm_step(Gen *g, const Kernel *K, int k) {
-  Node *n = K->node;
+// A matrix product: a tiled kernel, a 64 x 64 block of C per CUDA block and 16
+// of the depth at a time through shared memory, each thread a 4 x 4 of C (its
+// rows and columns 16 apart, so a warp's loads of a tile are contiguous).
+// Operands are read with the expression printer at (batch..., row, depth), so a
+// transposed or broadcast view, and the windows of an implicit im2col, are
+// read where they are, never copied. Products accumulate in their own type,
+// as the CPU's GEMM does. cuBLAS is not used yet.
+enum { TILE = 64, DEPTH = 16 };
+
+static void operand_tile(Gen *g, Node *n, Node *op, int rows_of_a) {
   int nd = n->ndim;
-  char M[64], N[64], KK[64], B[128], off[2][256], st[2][IR_MAXDIM][96];
+  const char *T = cg_ctype(n->dtype);
+  char lim0[64], lim1[64];
+  cg_dim(lim0, sizeof lim0, op->shape[nd - 2]);
+  cg_dim(lim1, sizeof lim1, op->shape[nd - 1]);
+  if (rows_of_a) cg_line(g, "const int r = e >> 4, c = e & 15; const int64_t i = i0 + r, kk = k0 + c;");
+  else cg_line(g, "const int r = e >> 6, c = e & 63; const int64_t i = k0 + r, kk = j0 + c;");
+  cg_line(g, "%s v = 0;", T);
+  cg_line(g, "if (i < %s && kk < %s) {", lim0, lim1);
+  g->ind++;
+  int mark = g->nmemo;
+  Index *ix = cg_index(g, nd, op->shape);
+  for (int d = 0; d < nd - 2; d++) snprintf(ix->idx[d], sizeof ix->idx[d], "m%d", d);
+  strcpy(ix->idx[nd - 2], "i");
+  strcpy(ix->idx[nd - 1], "kk");
+  ix->has_idx = 1;
+  cg_line(g, "v = %s;", cg_value(g, op, ix));
+  g->nmemo = mark;
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, rows_of_a ? "As[c][r] = v;" : "Bs[r][c] = v;");
+}
+
+static void matmul_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
+  Node *n = K->node, *a = n->src[0];
+  int nd = n->ndim;
+  const char *T = cg_ctype(n->dtype);
+  char M[64], N[64], KK[64], B[128], d[64];
   cg_dim(M, sizeof M, n->shape[nd - 2]);
   cg_dim(N, sizeof N, n->shape[nd - 1]);
-  cg_dim(KK, sizeof KK, n->src[0]->shape[nd - 1]);
+  cg_dim(KK, sizeof KK, a->shape[nd - 1]);
   cg_prod(B, sizeof B, n->shape, 0, nd - 2);
-  str_put(g->out, "\n// k%d: matmul, a GEMM step for the host (cuBLAS; not a kernel): %s b%d[%s x %s] = A[%s x %s] @ B[%s x %s]",
-          k, ir_dtype_name(n->dtype), K->out, M, N, M, KK, KK, N);
-  str_put(g->out, ", %s product%s, C row-major\n", B, strcmp(B, "1") ? "s" : "");
-  int taps_rows;
-  Node *win = sched_mm_windows(g->s, n, &taps_rows);
-  for (int o = 0; o < 2; o++) {
-    if (o == 0 && win) {   // implicit im2col (rt_gemm_*_win on the CPU): the windows of an image
-      const int64_t *w = win->a.i;
-      int b = cg_view_of(g->s, win->src[0], off[0], st[0]);
-      str_put(g->out, "//   A = %sthe %" PRId64 "x%" PRId64 " windows (stride %" PRId64 "x%" PRId64 ", padding %" PRId64 "x%" PRId64
-              ", dilation %" PRId64 "x%" PRId64 ") of the image b%d + %s, strides %s %s %s %s\n", taps_rows ? "transposed: " : "",
-              w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], b, off[0], st[0][0], st[0][1], st[0][2], st[0][3]);
-      continue;
-    }
-    int b = cg_view_of(g->s, n->src[o], off[o], st[o]);
-    str_put(g->out, "//   %c = b%d + %s, strides", "AB"[o], b, off[o]);
-    for (int d = 0; d < nd; d++) str_put(g->out, " %s", st[o][d]);
-    str_put(g->out, "\n");
+  snprintf(st->work, sizeof st->work, "%s * ((%s + %d) / %d) * ((%s + %d) / %d)", B, M, TILE - 1, TILE, N, TILE - 1,
+           TILE);
+  st->per_block = 1;
+  begin(g, K, k, " (tiled)");
+  cg_line(g, "__shared__ %s As[%d][%d], Bs[%d][%d];", T, DEPTH, TILE, DEPTH, TILE);
+  cg_line(g, "const int64_t tm = (%s + %d) / %d, tn = (%s + %d) / %d;", M, TILE - 1, TILE, N, TILE - 1, TILE);
+  cg_line(g, "const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;");
+  cg_line(g, "for (int64_t t = blockIdx.x; t < %s; t += gridDim.x) {", st->work);
+  g->ind++;
+  cg_line(g, "const int64_t mb = t / (tm*tn), i0 = t %% (tm*tn) / tn * %d, j0 = t %% tn * %d;", TILE, TILE);
+  cg_line(g, "int64_t q = mb; (void)q;");
+  for (int x = nd - 3; x >= 0; x--) {
+    cg_dim(d, sizeof d, n->shape[x]);
+    cg_line(g, "const int64_t m%d = q %% %s; q /= %s;", x, d, d);
   }
-  if (K->nepi) str_put(g->out, "//   then its epilogue, k%d-k%d, as kernels\n", k + 1, k + K->nepi);
+  cg_line(g, "%s acc[4][4] = {{0}};", T);
+  cg_line(g, "for (int64_t k0 = 0; k0 < %s; k0 += %d) {", KK, DEPTH);
+  g->ind++;
+  cg_line(g, "for (int e = threadIdx.x; e < %d; e += blockDim.x) {", TILE * DEPTH);
+  g->ind++;
+  cg_line(g, "{");
+  g->ind++;
+  operand_tile(g, n, a, 1);
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "{");
+  g->ind++;
+  operand_tile(g, n, n->src[1], 0);
+  g->ind--;
+  cg_line(g, "}");
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "__syncthreads();");
+  cg_line(g, "#pragma unroll");
+  cg_line(g, "for (int kq = 0; kq < %d; kq++) {", DEPTH);
+  g->ind++;
+  cg_line(g, "%s x[4], y[4];", T);
+  cg_line(g, "for (int u = 0; u < 4; u++) { x[u] = As[kq][ty + 16*u]; y[u] = Bs[kq][tx + 16*u]; }");
+  cg_line(g, "for (int u = 0; u < 4; u++) for (int w = 0; w < 4; w++) acc[u][w] += x[u] * y[w];");
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "__syncthreads();");
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "for (int u = 0; u < 4; u++) for (int w = 0; w < 4; w++) {");
+  g->ind++;
+  cg_line(g, "const int64_t i = i0 + ty + 16*u, j = j0 + tx + 16*w;");
+  cg_line(g, "if (i < %s && j < %s) b%d[(mb*%s + i)*%s + j] = acc[u][w];", M, N, K->out, M, N);
+  end(g);
 }
 
 static void plan_comment(Str *b, const CudaSource *cs) {
   str_put(b, "\n// Launch plan, in order (%d threads a block; work: elements, or blocks for reductions and rows):\n", BLOCK);
   for (int i = 0; i < cs->nsteps; i++) {
     const CudaStep *st = &cs->steps[i];
-    if (st->kind == CU_GEMM) str_put(b, "//   k%d gemm (see above)\n", st->k);
-    else str_put(b, "//   k%d %s: %s %s\n", st->k, st->name, st->work, st->per_block ? "blocks" : "threads");
+    str_put(b, "//   k%d %s: %s %s\n", st->k, st->name, st->work, st->per_block ? "blocks" : "threads");
   }
+}
+
+// The host function, C for the CPU's JIT: the workspace laid out as on the CPU
+// (the same slots, one device allocation), each buffer's device address, then
+// each step's launch with its kernel's parameters (the dimensions by value,
+// then the buffers as begin() lists them). The runtime (cuda_exec.c) picks the
+// grid from the step's work. Returns 0, or -1 when the runtime reported an error.
+static const char host_prelude[] =
+  "// Generated by Kiln " KILN_VERSION ". The host side of one graph's CUDA kernels.\n"
+  "#include <stddef.h>\n#include <stdint.h>\n"
+  "typedef unsigned long long KDev;   // a device address (CUdeviceptr)\n"
+  "extern int rt_cuda_launch(void *x, int step, int64_t work, int per_block, void **params);\n"
+  "extern KDev rt_cuda_workspace(void *x, size_t bytes);\n"
+  "extern int rt_cuda_copy(void *x, KDev dst, KDev src, size_t bytes);\n";
+
+static const char *const kind_args[] = {"in", "cst", "out", ""};
+
+static void emit_host(const Schedule *s, const CudaSource *cs, Str *h) {
+  str_put(h, "%s", host_prelude);
+  cg_emit_layout(s, h, 0);
+  str_put(h, "\nint KILN_PFX_host(void *x, const int64_t *D, const KDev *in, const KDev *cst, const KDev *out) {\n");
+  str_put(h, "  size_t at[%d];\n  size_t total = layout(D, at);\n  KDev ws = 0, b[%d];\n", s->nslots + 1,
+          s->nbufs ? s->nbufs : 1);
+  str_put(h, "  (void)in; (void)cst; (void)out; (void)ws; (void)b;\n");
+  str_put(h, "  if (total && !(ws = rt_cuda_workspace(x, total))) return -1;\n");
+  for (int b = 0; b < s->nbufs; b++) {
+    const Buffer *B = &s->bufs[b];
+    if (B->kind == BUF_TEMP) str_put(h, "  b[%d] = ws + at[%d];\n", b, B->slot);
+    else str_put(h, "  b[%d] = %s[%d];\n", b, kind_args[B->kind], B->arg);
+  }
+  // An output computed over a donated input starts as a copy of it (cgen.c's shared_outputs).
+  for (int b = 0; b < s->nbufs; b++) {
+    const Buffer *B = &s->bufs[b];
+    if (B->kind != BUF_OUTPUT || B->shares < 0) continue;
+    int i = sched_buf(s, s->g->ins[B->shares]);
+    char n[160];
+    cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
+    str_put(h, "  if (b[%d] != b[%d] && rt_cuda_copy(x, b[%d], b[%d], (size_t)%s * %zu)) return -1;\n", b, i, b, i, n,
+            ir_dtype_size(B->node->dtype));
+  }
+  for (int i = 0; i < cs->nsteps; i++) {
+    const CudaStep *st = &cs->steps[i];
+    const Kernel *K = &s->ks[st->k];
+    str_put(h, "  { void *p[] = {(void *)D, &b[%d]", K->out);
+    for (int r = 0; r < K->nreads; r++)
+      if (K->reads[r] != K->out) str_put(h, ", &b[%d]", K->reads[r]);
+    str_put(h, "};   // k%d\n    if (rt_cuda_launch(x, %d, %s, %d, p)) return -1; }\n", st->k, i, st->work,
+            st->per_block);
+  }
+  str_put(h, "  return 0;\n}\n");
+  str_put(h, "\nsize_t KILN_PFX_workspace(const int64_t *D) {\n  size_t at[%d];\n  return layout(D, at);\n}\n",
+          s->nslots + 1);
 }
 
 int cg_emit_cuda(const Schedule *s, CudaSource *cs, char *err, size_t errlen) {
@@ -455,13 +567,9 @@ int cg_emit_cuda(const Schedule *s, CudaSource *cs, char *err, size_t errlen) {
   str_put(&body, "typedef struct { int64_t d[%d]; } KILN_PFX_dims;   // D[symbol]: the bound dimensions\n", cs->ndims);
   for (int k = 0; k < s->nk; k++) {
     const Kernel *K = &s->ks[k];
-    if (K->kind == KS_MATMUL) {
-      gemm_step(&g, K, k);
-      add_step(cs, CU_GEMM, k);
-      continue;
-    }
-    CudaStep *st = add_step(cs, CU_KERNEL, k);
+    CudaStep *st = add_step(cs, k);
     switch (K->kind) {
+    case KS_MATMUL: matmul_kernel(&g, K, k, st); break;
     case KS_EW: ew_kernel(&g, K, k, st); break;
     case KS_REDUCE: reduce_kernel(&g, K, k, st); break;
     case KS_ROW: row_kernel(&g, K, k, st); break;
@@ -475,13 +583,19 @@ int cg_emit_cuda(const Schedule *s, CudaSource *cs, char *err, size_t errlen) {
   char pfx[32];
   cs->src = cg_stamp(body.s, body.n, pfx);   // the kernels named after the text, as cgen.c's
   for (int i = 0; i < cs->nsteps; i++)
-    if (cs->steps[i].kind == CU_KERNEL) snprintf(cs->steps[i].name, sizeof cs->steps[i].name, "%s_k%d", pfx, cs->steps[i].k);
+    snprintf(cs->steps[i].name, sizeof cs->steps[i].name, "%s_k%d", pfx, cs->steps[i].k);
+  Str host = {0};
+  emit_host(s, cs, &host);
+  cs->host = cg_stamp(host.s, host.n, pfx);
+  snprintf(cs->host_entry, sizeof cs->host_entry, "%s_host", pfx);
+  snprintf(cs->host_workspace, sizeof cs->host_workspace, "%s_workspace", pfx);
   (void)err; (void)errlen;
   return 0;
 }
 
 void cg_cuda_free(CudaSource *cs) {
   free(cs->src);
+  free(cs->host);
   free(cs->steps);
   memset(cs, 0, sizeof *cs);
 }

@@ -204,6 +204,7 @@ int kiln_run(kiln_graph *g, const kiln_tensor *inputs, kiln_tensor *outputs) {
   int rc = prog_run(&g->k->ev->pipe, g->prog, D, in, out, 0);
   free(in);
   if (rc == PROG_NO_MEMORY) return fail(g->k, "out of memory for the graph's scratch memory%s", "");
+  if (rc == PROG_DEVICE_ERROR) return fail(g->k, "%s", g->k->ev->pipe.cx->err);
   return rc ? fail(g->k, "the compiled graph could not be called%s", "") : 0;
 }
 

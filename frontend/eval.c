@@ -534,7 +534,7 @@ Program *ev_program(Ev *ev, Node **outs, int nout, Node ***ins, int *nin, Span w
 static Program *program_for(Ev *ev, Node **key, int nout, Node ***ins_out, int *nin_out, Span where) {
   for (int i = 0; i < ev->nprogs; i++) {
     CachedProgram *cp = &ev->progs[i];
-    if (cp->nout == nout && !memcmp(cp->outs, key, sizeof(Node *) * nout)) {
+    if (cp->nout == nout && cp->prog->device == ev->pipe.device && !memcmp(cp->outs, key, sizeof(Node *) * nout)) {
       *ins_out = cp->ins; *nin_out = cp->nin;
       return cp->prog;
     }
@@ -599,6 +599,7 @@ void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int 
   if (!rc) return;
   for (int j = 0; alloc && j < nout; j++) rt_tensor_free(&out[j]);
   if (rc == PROG_NO_MEMORY) ev_fail(ev, where, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));
+  if (rc == PROG_DEVICE_ERROR) ev_fail(ev, where, "%s", ev->pipe.cx->err);
   ev_fail(ev, where, "libffi could not call the compiled graph");
 }
 
@@ -932,6 +933,7 @@ Ev *ev_new(FILE *out, Diag *diag) {
   ev->pipe.c = ev->c;
   ev->pipe.dump = stdout;
   ev->pipe.lower = pipe_lower_opts();
+  ev->pipe.device = -1;
   return ev;
 }
 

@@ -35,7 +35,7 @@ static const char usage[] =
   "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
   "  --tune                    time each conv2d layer's lowerings once and cache the fastest\n"
   "  --profile                 kiln run: time every kernel; print each graph's kernels by time\n"
-  "  --device cpu|cuda|cuda:N  kiln run: where graphs run (default cpu; cuda is not yet runnable)\n"
+  "  --device cpu|cuda|cuda:N  kiln run: where graphs run (default cpu)\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
   "training (override the train statement's settings):\n"
@@ -142,6 +142,17 @@ static char *program_text(const Opts *o, const char **name) {
   return text;
 }
 
+// --device: cpu runs here; cuda[:N] on CUDA device N. -1 for cpu, N, or -2 after
+// saying why not.
+static int device_of(const Opts *o) {
+  int n = o->device ? rt_cuda_parse_device(o->device) : -1;
+  if (n == -1) return -1;
+  if (n == -2) { fprintf(stderr, "kiln: --device is cpu, cuda or cuda:N, not '%s'\n", o->device); return -2; }
+  if (strcmp(o->cmd, "run")) { fprintf(stderr, "kiln: --device goes with kiln run\n"); return -2; }
+  if (o->profile) { fprintf(stderr, "kiln: --profile times CPU kernels; it does not go with --device %s yet\n", o->device); return -2; }
+  return n;
+}
+
 static int run_program(const Opts *o) {
   const char *name;
   char *text = program_text(o, &name);
@@ -184,6 +195,11 @@ static int run_program(const Opts *o) {
     rc = 1;
   }
   if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
+  if (!rc && (ev->pipe.device = device_of(o)) >= 0) {   // the device opens now, so its absence is said first
+    if (pipe_open_device(&ev->pipe, err, sizeof err)) { fprintf(stderr, "kiln: --device %s: %s\n", o->device, err); rc = 1; }
+    else fprintf(stderr, "kiln: running on CUDA device %d: %s (sm_%d)\n", ev->pipe.device, ev->pipe.cx->dev.name,
+                 ev->pipe.cx->dev.sm);
+  }
   if (o->file && !o->code) ev_running_file(ev, o->file);
   if (!rc && ev_run(ev, name, text)) rc = ev->interrupted ? 130 : 1;
   fflush(stdout);
@@ -193,29 +209,6 @@ static int run_program(const Opts *o) {
   diag_free(&d);
   free(text);
   return rc;
-}
-
-// --device: cpu runs here; cuda[:N] needs the driver and device N, and then running
-// graphs on it, which is not written yet (docs/cuda.md). 0 for cpu, else 1 after
-// saying why (the loader's own message when there is no driver).
-static int device_check(const Opts *o) {
-  int n = o->device ? rt_cuda_parse_device(o->device) : -1;
-  if (n == -1) return 0;
-  if (n == -2) { fprintf(stderr, "kiln: --device is cpu, cuda or cuda:N, not '%s'\n", o->device); return 1; }
-  if (strcmp(o->cmd, "run")) { fprintf(stderr, "kiln: --device goes with kiln run\n"); return 1; }
-  RtCuda cu = {0};
-  RtCudaDevice d;
-  char err[1024];
-  if (rt_cuda_open(&cu, err, sizeof err) || rt_cuda_device(&cu, n, &d, err, sizeof err)) {
-    fprintf(stderr, "kiln: --device %s: %s\n", o->device, err);
-    rt_cuda_close(&cu);
-    return 1;
-  }
-  fprintf(stderr, "kiln: --device %s: found %s (sm_%d), but running graphs on a GPU is not implemented yet; "
-          "kiln emit-cuda shows the kernels\n", o->device, d.name, d.sm);
-  rt_cuda_device_release(&cu, &d);
-  rt_cuda_close(&cu);
-  return 1;
 }
 
 static int show_ast(const Opts *o) {
@@ -250,7 +243,7 @@ int main(int argc, char **argv) {
   if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed);
   // `kiln FILE.kiln` runs the file.
   if (strstr(o.cmd, ".kiln") && !o.file) { o.file = o.cmd; o.cmd = "run"; }
-  if (o.device && device_check(&o)) return 1;
+  if (device_of(&o) == -2) return 1;
   if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c") || !strcmp(o.cmd, "emit-cuda"))
     return run_program(&o);
   if (!strcmp(o.cmd, "ast")) return show_ast(&o);

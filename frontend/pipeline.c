@@ -184,6 +184,9 @@ static JitSymbol runtime_symbols[] = {
   {"rt_gemm_f32_win", (void *)rt_gemm_f32_win},
   {"rt_gemm_f64_win", (void *)rt_gemm_f64_win},
   {"rt_profile", (void *)rt_profile},
+  {"rt_cuda_launch", (void *)rt_cuda_launch},
+  {"rt_cuda_workspace", (void *)rt_cuda_workspace},
+  {"rt_cuda_copy", (void *)rt_cuda_copy},
   {"rt_clock_ns", (void *)rt_clock_ns},
 };
 
@@ -218,6 +221,11 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   if (!pr) abort();
   pr->g = g; pr->s = s;
   snprintf(pr->label, sizeof pr->label, "%s", p->label ? p->label : "graph");
+  pr->device = p->device;
+  if (p->device >= 0 && !p->emit_c) {
+    if (pipe_compile_cuda(p, pr, err, errlen)) { prog_free(pr); return NULL; }
+    return pr;
+  }
   CgOpts co = {.profile = p->profile};
   if (p->profile && !(pr->prof_ns = calloc(s->nk + 1, sizeof(uint64_t)))) abort();
   if (cg_emit_c_opts(s, &co, &pr->cs, err, errlen)) { prog_free(pr); return NULL; }
@@ -276,6 +284,7 @@ void prog_profile_print(FILE *f, const Program *pr) {
 void prog_free(Program *pr) {
   if (!pr) return;
   free(pr->prof_ns);
+  if (pr->cuda) prog_cuda_free(pr->cuda);
   sched_free(pr->s);
   cg_source_free(&pr->cs);
   free(pr);
@@ -332,6 +341,7 @@ void prog_out_shape(const Program *pr, int i, const int64_t *D, int *ndim, int64
 }
 
 int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs, int via_ffi) {
+  if (pr->cuda) return prog_run_cuda(p, pr, D, ins, outs);
   const Schedule *s = pr->s;
   int nin = pr->g->nin, nout = pr->g->nout, n = 2 + nin + s->nconst + nout;
   void *stackargs[64], **args = n <= 64 ? stackargs : malloc(sizeof(void *) * n);

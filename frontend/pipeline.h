@@ -25,11 +25,26 @@ typedef struct {
   int emit_cuda;            // with emit_c: the CUDA C (codegen/cuda.c) instead of the C
   const char *cuda_archs;   // with emit_cuda: NVRTC compiles each graph for these ("sm_80,sm_90")
   RtCuda *cuda;             // NVRTC, loaded by the first compile (pipe_cuda_free)
+  int device;               // -1: graphs run on the CPU; N: on CUDA device N (pipe_compile opens it)
+  RtCudaExec *cx;           // with device >= 0: the device, its stream and arenas (pipe_cuda_free)
   LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
   int profile;              // kiln run --profile: programs time their kernels (prog_profile_print)
   const char *label;        // what the next pipe_compile compiles ("training step of f.kiln:3:1"):
                             // its --profile name, and the header of what kiln ir and emit-c print
 } Pipe;
+
+// A program compiled for a GPU (cudaemit.c): its kernels' module and the host
+// function that launches them (JIT-compiled C).
+typedef struct {
+  CudaSource cs;
+  RtCuda *cu;               // what loaded the module
+  CUmodule mod;
+  CUfunction *fns;          // one a launch step
+  int *block;               // threads a block, a launch step
+  int (*host)(void *x, const int64_t *D, const CUdeviceptr *in, const CUdeviceptr *cst, const CUdeviceptr *out);
+  int nvrtc_hit;            // the image came from the disk cache
+  double nvrtc_ms;          // time in NVRTC
+} ProgCuda;
 
 typedef struct {
   IrGraph *g;               // the optimized graph
@@ -41,6 +56,8 @@ typedef struct {
   JitStats st;              // the JIT's cache hit or compile time
   char label[200];          // Pipe.label when compiled
   uint64_t *prof_ns;        // with Pipe.profile: nanoseconds per kernel summed over calls, then the calls
+  ProgCuda *cuda;           // with Pipe.device >= 0: runs there (entry and call are then NULL)
+  int device;               // Pipe.device when compiled: -1 for the CPU
 } Program;
 
 int pipe_stage_ok(const char *name);
@@ -61,7 +78,16 @@ void pipe_vector_report(FILE *out, const char *src);
 // NVRTC for each. 0, or -1 with the reason (NVRTC's log) in err.
 int pipe_emit_cuda(Pipe *p, const Schedule *s, char *err, size_t errlen);
 int pipe_cuda_archs(const char *s, int *archs, int max);   // "sm_80,sm_90": the count, -1 if malformed
-void pipe_cuda_free(Pipe *p);
+// Opens Pipe.device (cx) if not yet open. 0, or -1 with the reason: no driver, no such device.
+int pipe_open_device(Pipe *p, char *err, size_t errlen);
+// Compile pr's schedule for Pipe.device (opened on first use): the kernels with
+// NVRTC for the device's architecture, the host function with the JIT. 0 or -1.
+int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen);
+void prog_cuda_free(ProgCuda *c);
+// prog_run's body for a program compiled for a GPU: the inputs and constants
+// copied to the device, the kernels run, the outputs copied back. 0 or PROG_DEVICE_ERROR.
+int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs);
+void pipe_cuda_free(Pipe *p);   // closes the device (programs on it must be freed first)
 // Bind the symbolic dimensions (D[sym]) from the inputs' shapes; checks every
 // input's dtype and shape. 0, or -1 with a message.
 int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, size_t errlen);
@@ -71,8 +97,9 @@ void prog_out_shape(const Program *pr, int i, const int64_t *D, int *ndim, int64
 int prog_out_shares(const Program *pr, int o);
 // Run with bound dims: ins[nin], outs[nout] already allocated with prog_out_shape.
 // via_ffi calls the typed entry through libffi (the REPL's dynamic path).
-// 0; -1 if libffi failed; PROG_NO_MEMORY if the workspace could not be had.
-enum { PROG_NO_MEMORY = -2 };
+// 0; -1 if libffi failed; PROG_NO_MEMORY if the workspace could not be had;
+// PROG_DEVICE_ERROR when the GPU failed (the reason in p->cx->err).
+enum { PROG_NO_MEMORY = -2, PROG_DEVICE_ERROR = -3 };
 int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs, int via_ffi);
 
 #endif

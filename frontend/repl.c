@@ -17,6 +17,7 @@ static const char help[] =
   "  :ir EXPR     the optimized IR of EXPR's graph (:ir --after=STAGE EXPR for another stage)\n"
   "  :c EXPR      the C generated for EXPR\n"
   "  :time EXPR   compile time, and run time over repeated runs\n"
+  "  :device [cpu|cuda|cuda:N]  where expressions run from now on (no argument: where they run now)\n"
   "  :help        this text\n"
   "  :quit        leave (also Ctrl-D)\n";
 
@@ -76,6 +77,31 @@ static void time_expr(Repl *r, const char *expr) {
   printf("first run (trace + compile + run): %.3f ms; then %.4f ms per run over %d runs\n", first, el / runs, runs);
 }
 
+// :device: where graphs compile and run from now on. A session opens one GPU:
+// its programs and arenas live in that device's context.
+static void device(Repl *r, const char *arg) {
+  Pipe *p = &r->ev->pipe;
+  char err[1024];
+  if (*arg) {
+    int n = rt_cuda_parse_device(arg);
+    if (n == -2) { fprintf(stderr, ":device takes cpu, cuda or cuda:N, not '%s'\n", arg); return; }
+    if (n >= 0 && p->cx && p->cx->dev.ordinal != n) {
+      fprintf(stderr, "this session runs on cuda:%d; a session uses one GPU (start another for cuda:%d)\n",
+              p->cx->dev.ordinal, n);
+      return;
+    }
+    int was = p->device;
+    p->device = n;
+    if (n >= 0 && pipe_open_device(p, err, sizeof err)) {
+      fprintf(stderr, "%s: %s\n", arg, err);
+      p->device = was;
+      return;
+    }
+  }
+  if (p->device < 0) printf("cpu (%d threads)\n", rt_threads(p->rt));
+  else printf("cuda:%d: %s (sm_%d, %zu MiB)\n", p->device, p->cx->dev.name, p->cx->dev.sm, p->cx->dev.total_mem >> 20);
+}
+
 static void command(Repl *r, const char *line) {
   const char *arg = line + strcspn(line, " \t");
   arg += strspn(arg, " \t");
@@ -95,6 +121,7 @@ static void command(Repl *r, const char *line) {
     show(r, arg, stage, 0);
   } else if (!strncmp(line, ":c", n) && n == 2) show(r, arg, NULL, 1);
   else if (!strncmp(line, ":time", n) && n == 5) time_expr(r, arg);
+  else if (!strncmp(line, ":device", n) && n == 7) device(r, arg);
   else fprintf(stderr, "unknown command %.*s (try :help)\n", (int)n, line);
   flush_diag(r);
   fflush(stdout);

@@ -136,6 +136,39 @@ int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen);
 void rt_cuda_strerror(const RtCuda *cu, CUresult r, char *buf, size_t len);
 // Forgets what cu loaded (cu is zeroed); the libraries stay in the process (cuda.c says why).
 void rt_cuda_close(RtCuda *cu);
+// ---- running graphs (cuda_exec.c) ----------------------------------------------------
+// A device arena: one allocation that only grows.
+typedef struct { CUdeviceptr base; size_t cap; } RtCudaArena;
+
+// The device a program runs on, and what its generated host function needs: the
+// kernels of the program running now (fns, block: set by the caller before each
+// run, one per launch step), the stream, the arenas, the first error.
+typedef struct {
+  RtCuda *cu;
+  RtCudaDevice dev;
+  CUstream stream;
+  RtCudaArena ws, args;        // the graph's workspace; the run's inputs, constants and outputs
+  CUfunction *fns;
+  const int *block;
+  int nfns;
+  char err[512];               // the first failure, "" if none; the caller clears it
+} RtCudaExec;
+
+// Opens the driver (if cu has not been), device `ordinal`'s context and a stream. 0 or -1.
+int rt_cuda_exec_open(RtCudaExec *x, RtCuda *cu, int ordinal, char *err, size_t errlen);
+void rt_cuda_exec_close(RtCudaExec *x);   // frees the arenas, the stream and the context
+// For the generated host function (x is an RtCudaExec); each 0 or -1 (0 for an
+// address) with the reason in x->err. launch: step's kernel over `work` items,
+// each a block (per_block) or a thread; params as cuLaunchKernel's.
+int rt_cuda_launch(void *x, int step, int64_t work, int per_block, void **params);
+CUdeviceptr rt_cuda_workspace(void *x, size_t bytes);
+int rt_cuda_copy(void *x, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+// For the caller: the arguments' arena, copies in and out on the stream, and the wait.
+CUdeviceptr rt_cuda_args(RtCudaExec *x, size_t bytes);
+int rt_cuda_upload(RtCudaExec *x, CUdeviceptr dst, const void *src, size_t bytes);
+int rt_cuda_download(RtCudaExec *x, void *dst, CUdeviceptr src, size_t bytes);
+int rt_cuda_sync(RtCudaExec *x);
+
 // Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
 int rt_cuda_parse_device(const char *s);
 

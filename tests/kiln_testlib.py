@@ -284,6 +284,8 @@ class Suite:
 
     def _kiln(self, path, threads=None):
         args = [self.kiln, "run", path] + (["--threads", str(threads)] if threads else [])
+        if os.environ.get("KILN_TEST_DEVICE"):   # e.g. cuda, with the fake driver (tests/fakecuda)
+            args += ["--device", os.environ["KILN_TEST_DEVICE"]]
         for attempt in range(10):
             try:
                 return subprocess.run(args, capture_output=True, text=True,

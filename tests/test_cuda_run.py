@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Graphs run on a CUDA device: `kiln run --device cuda` and the REPL's :device.
+
+Usage: python3 tests/test_cuda_run.py build/kiln [--real]
+
+Without a GPU (CI) the device is the fake driver and NVRTC of tests/fakecuda
+(build/tests/libkiln_fakecuda.so and libkiln_fakenvrtc.so, named by
+KILN_LIBCUDA and KILN_NVRTC): g++ compiles the generated CUDA C for the host
+and the fake driver runs each block's threads as fibers, so everything Kiln
+does on the host side (NVRTC, modules, the host function, launches, the device
+arenas, copies in and out) runs as on a GPU, and the kernels' results are the
+kernels' own. With --real, the same checks go to the machine's driver and NVRTC.
+
+* matrix products (tiled kernels) against NumPy: sizes across the 64 x 64
+  tiles and the 16-deep steps, transposed operands read in place, batches,
+  a weight broadcast over a batch, f64, symbolic sizes, a convolution;
+* training: the logistic regression and the MLP of examples/ on Fashion-MNIST,
+  every step's loss (--log) and the accuracy as on the CPU;
+* the REPL's :device, switching between the CPU and the GPU;
+* what is refused, and how: a device that is not there, no device at all,
+  --profile, a kernel that does not compile.
+
+The op suites themselves (test_ops.py, test_nn.py, test_gradcheck.py) run on
+the device from test.sh, with KILN_TEST_DEVICE=cuda.
+"""
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import kiln_testlib  # noqa: E402
+from kiln_testlib import Tally, expect_close, expect_small, lit  # noqa: E402
+
+KILN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+REAL = "--real" in sys.argv
+ROOT = os.path.dirname(HERE)
+
+
+def device_env():
+    if REAL:
+        return {}
+    lib = os.path.join(os.path.dirname(KILN), "tests")
+    return {"KILN_LIBCUDA": os.path.join(lib, "libkiln_fakecuda.so"),
+            "KILN_NVRTC": os.path.join(lib, "libkiln_fakenvrtc.so")}
+
+
+def run(args, env=None, stdin=None, timeout=900):
+    e = dict(os.environ)
+    e.update(device_env())
+    e.update(env or {})
+    return subprocess.run([KILN] + args, capture_output=True, text=True, timeout=timeout, env=e, input=stdin)
+
+
+def products(T):
+    """Matrix products of every kind on the device, checked against NumPy."""
+    os.environ.update(device_env())
+    os.environ["KILN_TEST_DEVICE"] = "cuda"
+    s = kiln_testlib.Suite(KILN)
+    rng = np.random.default_rng(7)
+
+    def mat(*shape, dt=np.float32):
+        return rng.normal(0, 1, shape).astype(dt)
+
+    def diff(expr, want, dt="f32"):
+        """The largest difference from NumPy's result, printed as one number (a
+        large matrix would print elided)."""
+        return "max(abs((%s) - %s))" % (expr, lit(want.astype(np.float32 if dt == "f32" else np.float64), dt))
+
+    tol = expect_small(1e-4, "largest difference from NumPy")
+
+    for m, k, n in [(1, 1, 1), (63, 17, 65), (64, 16, 64), (130, 33, 7), (5, 200, 129)]:
+        a, b = mat(m, k), mat(k, n)
+        s.add("matmul %dx%d @ %dx%d" % (m, k, k, n), "", diff("%s @ %s" % (lit(a), lit(b)), a.astype(np.float64) @ b), tol)
+    a, b = mat(40, 70), mat(90, 70)
+    s.add("a transposed operand, read in place", "", diff("%s @ transpose(%s)" % (lit(a), lit(b)), a.astype(np.float64) @ b.T),
+          tol)
+    a2, b2 = mat(70, 40), mat(30, 70)
+    s.add("both operands transposed", "", diff("transpose(%s) @ transpose(%s)" % (lit(a2), lit(b2)),
+                                                a2.T.astype(np.float64) @ b2.T), tol)
+    x, w = mat(3, 20, 9), mat(3, 9, 70)
+    s.add("a batch of products", "", diff("%s @ %s" % (lit(x), lit(w)), np.matmul(x.astype(np.float64), w)), tol)
+    w2 = mat(9, 70)
+    s.add("a weight broadcast over the batch", "", diff("%s @ %s" % (lit(x), lit(w2)), np.matmul(x.astype(np.float64), w2)),
+          tol)
+    a64, b64 = mat(33, 65).astype(np.float64), mat(65, 66).astype(np.float64)   # literals hold f32 values
+    s.add("f64", "", diff("%s @ %s" % (lit(a64, "f64"), lit(b64, "f64")), a64 @ b64, "f64"),
+          expect_small(1e-5, "largest difference from NumPy (rounded to f32)"))
+    xs = mat(37, 12)
+    s.add("a symbolic batch size, bound at run time",
+          ["input Xs : f32[B, 12]", "param Ws : f32[12, 5] = glorot",
+           "fn fs(v) { relu(v @ Ws) }"],
+          "sum(fs(%s)) - sum(relu(%s @ Ws))" % (lit(xs), lit(xs)), expect_close(np.float64(0), atol=1e-4))
+    img, ker = mat(2, 3, 9, 9), mat(4, 3, 3, 3)
+    ref = np.zeros((2, 4, 4, 4))
+    for i in range(4):
+        for j in range(4):
+            win = img[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].astype(np.float64)
+            ref[:, :, i, j] = np.einsum("nchw,ochw->no", win, ker)
+    s.add("a convolution (stride 2, through the windows)", "", diff("conv2d(%s, %s, stride=2)" % (lit(img), lit(ker)), ref),
+          tol)
+    rc = s.run(jobs=2)
+    del os.environ["KILN_TEST_DEVICE"]
+    T.passed += s.passed
+    T.failed += s.failed
+    return rc
+
+
+def losses(path):
+    with open(path) as f:
+        return [float(r["value"]) for r in csv.DictReader(f) if r["name"] == "loss"]
+
+
+def training(T, tmp):
+    for model, steps in [("logreg", 30), ("mlp", 12)]:
+        got = {}
+        for dev in ["cpu", "cuda"]:
+            log = os.path.join(tmp, "%s-%s.csv" % (model, dev))
+            p = run(["run", os.path.join(ROOT, "examples", model + ".kiln"), "--epochs", "1", "--max-steps", str(steps),
+                     "--eval-examples", "500", "--progress", "lines", "--device", dev, "--log", log])
+            acc = [l for l in p.stdout.split("\n") if l.startswith("accuracy:")]
+            got[dev] = (p.returncode, losses(log) if p.returncode == 0 else [], acc, p.stderr)
+        (rc0, l0, a0, _), (rc1, l1, a1, err) = got["cpu"], got["cuda"]
+        ok = rc0 == 0 and rc1 == 0 and len(l0) == steps and len(l1) == steps
+        T.check("%s trains on the device: %d steps" % (model, steps), ok, err[-800:])
+        close = ok and np.allclose(l0, l1, rtol=1e-4, atol=1e-5)
+        T.check("%s: every step's loss as on the CPU (rtol 1e-4)" % model, close,
+                "cpu %s\ncuda %s" % (l0[:6], l1[:6]))
+        T.check("%s: the same accuracy (%s)" % (model, a1[0] if a1 else "none"), ok and a0 == a1 and a0, "%s %s" % (a0, a1))
+
+
+def repl(T):
+    p = run([], stdin="x = [1.0, 2.0, 3.0]\n:device\nsum(exp(x))\n:device cuda\n:device\nsum(exp(x))\n"
+                      "softmax(x, axis=0)\n:device cpu\nsum(exp(x))\n:device cuda:7\n:device gpu\n")
+    lines = p.stdout.strip().split("\n")
+    T.check("REPL :device shows the CPU, switches to the GPU and back",
+            len(lines) == 8 and lines[0].startswith("cpu (") and lines[1] == "30.1929" and lines[2].startswith("cuda:0: ")
+            and lines[3] == lines[2] and lines[4] == "30.1929" and lines[5] == "[0.0900306, 0.244728, 0.665241]"
+            and lines[6] == lines[0] and lines[7] == "30.1929", p.stdout + p.stderr)
+    T.check("REPL :device refuses a second GPU and a malformed name",
+            "a session uses one GPU" in p.stderr and ":device takes cpu, cuda or cuda:N, not 'gpu'" in p.stderr, p.stderr)
+
+
+def refusals(T, tmp):
+    prog = os.path.join(tmp, "one.kiln")
+    with open(prog, "w") as f:
+        f.write("x = [1.0, 2.0]\nprint sum(exp(x))\n")
+    p = run(["run", prog, "--device", "cuda"])
+    T.check("kiln run --device cuda: the value, and the device named on stderr",
+            p.returncode == 0 and p.stdout.strip() == "10.1073" and "running on CUDA device 0: " in p.stderr,
+            p.stdout + p.stderr)
+    if REAL:
+        return
+    p = run(["run", prog, "--device", "cuda:3"])
+    T.check("a device that is not there: status 1, how many there are",
+            p.returncode == 1 and "kiln: --device cuda:3: no CUDA device 3: this machine has 1" in p.stderr
+            and not p.stdout, p.stderr)
+    p = run(["run", prog, "--device", "cuda"], env={"KILN_FAKE_CUDA_DEVICES": "0"})
+    T.check("a driver without devices: status 1, 'no CUDA device'",
+            p.returncode == 1 and "kiln: --device cuda: no CUDA device" in p.stderr, p.stderr)
+    p = run(["run", prog, "--device", "cuda", "--profile"])
+    T.check("--profile with --device cuda is refused", p.returncode == 1 and "--profile" in p.stderr, p.stderr)
+    p = run(["run", prog, "--device", "cuda"], env={"KILN_FAKE_CXX": "false", "KILN_CACHE_DIR": os.path.join(tmp, "c")})
+    T.check("a kernel that does not compile: the statement's location, status 1",
+            p.returncode == 1 and "one.kiln:2:1: error: could not compile this expression: NVRTC" in p.stderr, p.stderr)
+
+
+def main():
+    if not KILN:
+        sys.stderr.write("usage: %s PATH/TO/kiln [--real]\n" % sys.argv[0])
+        sys.exit(2)
+    T = Tally()
+    with tempfile.TemporaryDirectory(prefix="kiln_cuda_run_") as tmp:
+        refusals(T, tmp)
+        repl(T)
+        products(T)
+        training(T, tmp)
+    sys.exit(T.summary())
+
+
+if __name__ == "__main__":
+    main()
