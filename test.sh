@@ -46,10 +46,11 @@ run_suites() {  # build dir, label
   suite "$l cuda (nvrtc)" .venv/bin/python tests/test_cuda.py "$b/kiln"
   # --device cuda on the fake driver and NVRTC (tests/fakecuda): the kernels run on the CPU.
   suite "$l cuda device" .venv/bin/python tests/test_cuda_run.py "$b/kiln"
+  # The op suites' products through the fake cuBLAS; the gradients' and nn ops' all as tiled kernels.
   local fake="KILN_LIBCUDA=$PWD/$b/tests/libkiln_fakecuda.so KILN_NVRTC=$PWD/$b/tests/libkiln_fakenvrtc.so KILN_TEST_DEVICE=cuda"
-  suite "$l ops vs numpy on cuda" env $fake .venv/bin/python tests/test_ops.py "$b/kiln"
-  suite "$l gradcheck on cuda" env $fake .venv/bin/python tests/test_gradcheck.py "$b/kiln"
-  suite "$l nn ops on cuda" env $fake .venv/bin/python tests/test_nn.py "$b/kiln"
+  suite "$l ops vs numpy on cuda" env $fake KILN_CUBLAS=$PWD/$b/tests/libkiln_fakecublas.so .venv/bin/python tests/test_ops.py "$b/kiln"
+  suite "$l gradcheck on cuda" env $fake KILN_CUBLAS=/nonexistent .venv/bin/python tests/test_gradcheck.py "$b/kiln"
+  suite "$l nn ops on cuda" env $fake KILN_CUBLAS=/nonexistent .venv/bin/python tests/test_nn.py "$b/kiln"
 }
 # A private compile cache, so tests see the compiler run and nothing stale.
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}

@@ -25,6 +25,8 @@ int pipe_emit_cuda(Pipe *p, const Schedule *s, char *err, size_t errlen) {
   CudaSource cs;
   if (cg_emit_cuda(s, &cs, err, errlen)) return -1;
   fputs(cs.src, p->dump);
+  // The host function too, where it does not stop the text being one CUDA translation unit.
+  fprintf(p->dump, "\n#if 0\n%s#endif\n", cs.host);
   int archs[16], n = p->cuda_archs ? pipe_cuda_archs(p->cuda_archs, archs, 16) : 0, rc = 0;
   if (n < 0) { snprintf(err, errlen, "--arch takes architectures like sm_80,sm_90, not '%s'", p->cuda_archs); rc = -1; }
   if (n > 0 && !p->cuda && !(p->cuda = calloc(1, sizeof *p->cuda))) abort();
@@ -53,6 +55,15 @@ int pipe_open_device(Pipe *p, char *err, size_t errlen) {
     return -1;
   }
   return 0;
+}
+
+void pipe_describe_device(const Pipe *p, char *buf, size_t len) {
+  const RtCudaExec *x = p->cx;
+  int k = snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through ", x->dev.ordinal, x->dev.name,
+                   x->dev.sm, x->dev.total_mem >> 20);
+  if (k < 0 || (size_t)k >= len) return;
+  if (x->blas) snprintf(buf + k, len - k, "cuBLAS (%s)", p->cuda->cublas_name);
+  else snprintf(buf + k, len - k, "Kiln's tiled kernels (%s)", x->blas_why);
 }
 
 int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen) {

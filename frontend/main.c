@@ -197,8 +197,11 @@ static int run_program(const Opts *o) {
   if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
   if (!rc && (ev->pipe.device = device_of(o)) >= 0) {   // the device opens now, so its absence is said first
     if (pipe_open_device(&ev->pipe, err, sizeof err)) { fprintf(stderr, "kiln: --device %s: %s\n", o->device, err); rc = 1; }
-    else fprintf(stderr, "kiln: running on CUDA device %d: %s (sm_%d)\n", ev->pipe.device, ev->pipe.cx->dev.name,
-                 ev->pipe.cx->dev.sm);
+    else {
+      char what[640];
+      pipe_describe_device(&ev->pipe, what, sizeof what);
+      fprintf(stderr, "kiln: running on %s\n", what);
+    }
   }
   if (o->file && !o->code) ev_running_file(ev, o->file);
   if (!rc && ev_run(ev, name, text)) rc = ev->interrupted ? 130 : 1;

@@ -99,7 +99,10 @@ static void device(Repl *r, const char *arg) {
     }
   }
   if (p->device < 0) printf("cpu (%d threads)\n", rt_threads(p->rt));
-  else printf("cuda:%d: %s (sm_%d, %zu MiB)\n", p->device, p->cx->dev.name, p->cx->dev.sm, p->cx->dev.total_mem >> 20);
+  else {
+    pipe_describe_device(p, err, sizeof err);
+    printf("%s\n", err);
+  }
 }
 
 static void command(Repl *r, const char *line) {

@@ -13,8 +13,6 @@ static const char *const toolkit_dirs[] = {"", "/usr/local/cuda/lib64/", "/usr/l
 static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1",
                                           "libnvrtc.so.11.0", "libnvrtc.so"};
 static const char *const cublas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
-static const char *const cublaslt_names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11",
-                                             "libcublasLt.so"};
 
 // The first of names (in each of dirs) that loads; its path in loaded. tried: the
 // last loader error, for the message when none does.
@@ -175,18 +173,30 @@ int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen) {
 
 int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen) {
   if (cu->cublas_lib) return 0;
-  char tried[512] = "", lt[256];
-  cu->cublas_lib = load_any(cublas_names, sizeof cublas_names / sizeof *cublas_names, cu->cublas_name,
-                            sizeof cu->cublas_name, tried, sizeof tried);
-  if (cu->cublas_lib)
-    cu->cublaslt_lib = load_any(cublaslt_names, sizeof cublaslt_names / sizeof *cublaslt_names, lt, sizeof lt, tried,
-                                sizeof tried);
-  if (!cu->cublas_lib || !cu->cublaslt_lib) {
-    snprintf(err, errlen, "cuBLAS not found: tried libcublas.so.13 down to .so.11 and libcublasLt (%s)", tried);
-    if (cu->cublas_lib) dlclose(cu->cublas_lib);
-    cu->cublas_lib = NULL;
+  const char *want = getenv("KILN_CUBLAS");
+  char tried[512] = "";
+  void *lib;
+  if (want && *want) {
+    if (!(lib = dlopen(want, RTLD_NOW | RTLD_LOCAL))) {
+      const char *e = dlerror();
+      snprintf(err, errlen, "cuBLAS not found: KILN_CUBLAS=%s does not load (%s)", want, e ? e : "dlopen failed");
+      return -1;
+    }
+    snprintf(cu->cublas_name, sizeof cu->cublas_name, "%s", want);
+  } else if (!(lib = load_any(cublas_names, sizeof cublas_names / sizeof *cublas_names, cu->cublas_name,
+                              sizeof cu->cublas_name, tried, sizeof tried))) {
+    snprintf(err, errlen, "cuBLAS not found: tried libcublas.so.13 down to .so.11 (%s)", tried);
     return -1;
   }
+  const char *missing = NULL;
+  RtCuda *t = cu;
+  RT_CUDA_CUBLAS(RT_CUDA_RESOLVE)
+  if (missing) {
+    snprintf(err, errlen, "cuBLAS in %s is unusable: it has no %s", cu->cublas_name, missing);
+    dlclose(lib);
+    return -1;
+  }
+  cu->cublas_lib = lib;
   return 0;
 }
 

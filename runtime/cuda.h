@@ -16,8 +16,9 @@
 // The types below are the driver API's, declared here so that no CUDA header is needed.
 //
 // Environment: KILN_LIBCUDA (a path or soname to load instead of libcuda.so.1),
-// KILN_NVRTC (the same for NVRTC; then no other name is tried). Tests point them at
-// missing files to see the failure messages.
+// KILN_NVRTC and KILN_CUBLAS (the same for NVRTC and cuBLAS; then no other name is
+// tried). Tests point them at missing files to see the failure messages, and at
+// the fake CUDA of tests/fakecuda to run without a GPU.
 #ifndef KILN_RUNTIME_CUDA_H
 #define KILN_RUNTIME_CUDA_H
 
@@ -96,6 +97,22 @@ typedef struct _nvrtcProgram *nvrtcProgram;
   X(nvrtcResult, nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs", (int *n)) \
   X(nvrtcResult, nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs", (int *archs))
 
+// cuBLAS: the strided batched GEMMs (column-major, host scalars; cublas.h's values:
+// CUBLAS_OP_N 0, CUBLAS_OP_T 1, CUBLAS_STATUS_SUCCESS 0).
+typedef int cublasStatus_t;
+typedef struct cublasContext *cublasHandle_t;
+#define RT_CUDA_CUBLAS(X) \
+  X(cublasStatus_t, cublasCreate, "cublasCreate_v2", (cublasHandle_t *h)) \
+  X(cublasStatus_t, cublasDestroy, "cublasDestroy_v2", (cublasHandle_t h)) \
+  X(cublasStatus_t, cublasGetVersion, "cublasGetVersion_v2", (cublasHandle_t h, int *version)) \
+  X(cublasStatus_t, cublasSetStream, "cublasSetStream_v2", (cublasHandle_t h, CUstream s)) \
+  X(cublasStatus_t, cublasSgemmStridedBatched, "cublasSgemmStridedBatched", (cublasHandle_t h, int ta, int tb, \
+    int m, int n, int k, const float *alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, \
+    long long sb, const float *beta, CUdeviceptr c, int ldc, long long sc, int batch)) \
+  X(cublasStatus_t, cublasDgemmStridedBatched, "cublasDgemmStridedBatched", (cublasHandle_t h, int ta, int tb, \
+    int m, int n, int k, const double *alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, \
+    long long sb, const double *beta, CUdeviceptr c, int ldc, long long sc, int batch))
+
 #define RT_CUDA_FIELD(ret, name, sym, params) ret (*name) params;
 typedef struct {
   void *lib;              // libcuda.so.1; NULL until rt_cuda_open succeeded
@@ -108,8 +125,9 @@ typedef struct {
   int nvrtc_major, nvrtc_minor;
   RT_CUDA_NVRTC(RT_CUDA_FIELD)
   RT_CUDA_NVRTC_OPTIONAL(RT_CUDA_FIELD)
-  void *cublas_lib, *cublaslt_lib;   // rt_cuda_cublas: loaded, not used yet
+  void *cublas_lib;       // rt_cuda_cublas
   char cublas_name[256];
+  RT_CUDA_CUBLAS(RT_CUDA_FIELD)
 } RtCuda;
 
 typedef struct {
@@ -130,7 +148,7 @@ int rt_cuda_device(RtCuda *cu, int ordinal, RtCudaDevice *d, char *err, size_t e
 void rt_cuda_device_release(RtCuda *cu, RtCudaDevice *d);
 // Loads NVRTC (works without a driver or a GPU). 0, or -1 with the names tried.
 int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen);
-// Loads cuBLAS and cuBLASLt (for the GEMMs to come). 0 or -1.
+// Loads cuBLAS (KILN_CUBLAS: exactly that library). 0, or -1 with the names tried.
 int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen);
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a driver result, via the driver.
 void rt_cuda_strerror(const RtCuda *cu, CUresult r, char *buf, size_t len);
@@ -148,6 +166,8 @@ typedef struct {
   RtCudaDevice dev;
   CUstream stream;
   RtCudaArena ws, args;        // the graph's workspace; the run's inputs, constants and outputs
+  cublasHandle_t blas;         // NULL without cuBLAS: products run as Kiln's tiled kernels
+  char blas_why[256];          // then why
   CUfunction *fns;
   const int *block;
   int nfns;
@@ -163,6 +183,13 @@ void rt_cuda_exec_close(RtCudaExec *x);   // frees the arenas, the stream and th
 int rt_cuda_launch(void *x, int step, int64_t work, int per_block, void **params);
 CUdeviceptr rt_cuda_workspace(void *x, size_t bytes);
 int rt_cuda_copy(void *x, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+// C[i] = A[i] @ B[i] for i < batch, row-major m x n (row stride ldc, batch stride sc),
+// A m x k (k x m stored if ta: A is read transposed), B k x n (n x k if tb), each
+// with its row stride and batch stride (0: one matrix for the whole batch), through
+// cuBLAS. 0 when done; 1 when cuBLAS cannot take it (not loaded, a stride it does
+// not accept, a size past int): the caller runs its own kernel; -1 on an error.
+int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda,
+                 int64_t sa, CUdeviceptr b, int tb, int64_t ldb, int64_t sb, CUdeviceptr c, int64_t ldc, int64_t sc);
 // For the caller: the arguments' arena, copies in and out on the stream, and the wait.
 CUdeviceptr rt_cuda_args(RtCudaExec *x, size_t bytes);
 int rt_cuda_upload(RtCudaExec *x, CUdeviceptr dst, const void *src, size_t bytes);

@@ -34,6 +34,14 @@ int rt_cuda_exec_open(RtCudaExec *x, RtCuda *cu, int ordinal, char *err, size_t 
     rt_cuda_device_release(cu, &x->dev);
     return -1;
   }
+  // cuBLAS is optional: without it every product runs as the generated tiled kernel.
+  if (rt_cuda_cublas(cu, x->blas_why, sizeof x->blas_why)) return 0;
+  cublasStatus_t s;
+  if ((s = cu->cublasCreate(&x->blas)) || (s = cu->cublasSetStream(x->blas, x->stream))) {
+    snprintf(x->blas_why, sizeof x->blas_why, "cublasCreate or cublasSetStream failed (cuBLAS status %d)", s);
+    if (x->blas) cu->cublasDestroy(x->blas);
+    x->blas = NULL;
+  }
   return 0;
 }
 
@@ -46,6 +54,8 @@ static void arena_free(RtCudaExec *x, RtCudaArena *a) {
 void rt_cuda_exec_close(RtCudaExec *x) {
   if (!x->cu || !x->dev.ctx) return;
   x->cu->cuStreamSynchronize(x->stream);
+  if (x->blas) x->cu->cublasDestroy(x->blas);
+  x->blas = NULL;
   arena_free(x, &x->ws);
   arena_free(x, &x->args);
   x->cu->cuStreamDestroy(x->stream);
@@ -113,4 +123,35 @@ int rt_cuda_download(RtCudaExec *x, void *dst, CUdeviceptr src, size_t bytes) {
 int rt_cuda_sync(RtCudaExec *x) {
   CUresult r = x->cu->cuStreamSynchronize(x->stream);
   return r ? failed(x, r, "cuStreamSynchronize") : 0;
+}
+
+// Row-major C = A @ B is column-major C' = B' A': cuBLAS gets B first, and an
+// operand stored transposed is op T. Its rules on leading dimensions (at least
+// the stored rows) and sizes (int) are checked here, so that a view cuBLAS would
+// refuse (a broadcast row, a huge matrix) runs the tiled kernel instead.
+int rt_cuda_gemm(void *xp, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda,
+                 int64_t sa, CUdeviceptr b, int tb, int64_t ldb, int64_t sb, CUdeviceptr c, int64_t ldc, int64_t sc) {
+  RtCudaExec *x = xp;
+  if (!x->blas) return 1;
+  if (m <= 0 || n <= 0 || batch <= 0) return 0;
+  const int64_t lim = 2147483647;
+  int64_t arow = ta ? m : k, brow = tb ? k : n;   // the stored rows' length: the least leading dimension
+  if (m > lim || n > lim || k > lim || batch > lim || lda > lim || ldb > lim || ldc > lim) return 1;
+  if (lda < (arow > 1 ? arow : 1) || ldb < (brow > 1 ? brow : 1) || ldc < n || sa < 0 || sb < 0) return 1;
+  if (batch > 1 && sc < m * ldc) return 1;
+  if (k == 0) return 1;   // C = 0: the kernel writes it
+  cublasStatus_t r;
+  if (f64) {
+    const double one = 1, zero = 0;
+    r = x->cu->cublasDgemmStridedBatched(x->blas, tb, ta, (int)n, (int)m, (int)k, &one, b, (int)ldb, sb, a, (int)lda, sa,
+                                         &zero, c, (int)ldc, sc, (int)batch);
+  } else {
+    const float one = 1, zero = 0;
+    r = x->cu->cublasSgemmStridedBatched(x->blas, tb, ta, (int)n, (int)m, (int)k, &one, b, (int)ldb, sb, a, (int)lda, sa,
+                                         &zero, c, (int)ldc, sc, (int)batch);
+  }
+  if (r && !x->err[0])
+    snprintf(x->err, sizeof x->err, "CUDA device %d: cuBLAS %cgemmStridedBatched (%lld x %lld x %lld, batch %lld): status %d",
+             x->dev.ordinal, f64 ? 'D' : 'S', (long long)m, (long long)n, (long long)k, (long long)batch, r);
+  return r ? -1 : 0;
 }

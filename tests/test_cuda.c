@@ -1,6 +1,6 @@
 // The CUDA pieces that need no GPU: the loaders' failure messages (with the real
-// missing libcuda, the toolkit's stub, and KILN_LIBCUDA / KILN_NVRTC pointed at
-// nothing), --device parsing, and NVRTC itself: CUBINs for sm_80 and sm_90, PTX for
+// missing libcuda, the toolkit's stub, and KILN_LIBCUDA / KILN_NVRTC / KILN_CUBLAS
+// pointed at nothing), the toolkit's cuBLAS resolved, --device parsing, and NVRTC itself: CUBINs for sm_80 and sm_90, PTX for
 // an architecture newer than NVRTC, the disk cache, the log with the source line.
 // NVRTC must load: a machine without it fails here, loudly, rather than skipping.
 //
@@ -60,6 +60,14 @@ static void loader_checks(void) {
   check(rt_cuda_nvrtc(&cu, err, sizeof err) == -1 &&
         has(err, "NVRTC not found: KILN_NVRTC=/nonexistent/libnvrtc.so does not load ("), "KILN_NVRTC at a missing file: %s", err);
   unsetenv("KILN_NVRTC");
+  setenv("KILN_CUBLAS", "/nonexistent/libcublas.so", 1);
+  check(rt_cuda_cublas(&cu, err, sizeof err) == -1 &&
+        has(err, "cuBLAS not found: KILN_CUBLAS=/nonexistent/libcublas.so does not load ("), "KILN_CUBLAS at a missing file: %s", err);
+  unsetenv("KILN_CUBLAS");
+  // The toolkit's cuBLAS (CI machines have it): every entry point Kiln calls resolves.
+  int rc = rt_cuda_cublas(&cu, err, sizeof err);
+  check(rc == 0 && cu.cublasCreate && cu.cublasSetStream && cu.cublasSgemmStridedBatched && cu.cublasDgemmStridedBatched,
+        "cuBLAS loads with the GEMMs Kiln calls: %s", rc ? err : cu.cublas_name);
   rt_cuda_close(&cu);
 }
 

@@ -11,14 +11,16 @@ does on the host side (NVRTC, modules, the host function, launches, the device
 arenas, copies in and out) runs as on a GPU, and the kernels' results are the
 kernels' own. With --real, the same checks go to the machine's driver and NVRTC.
 
-* matrix products (tiled kernels) against NumPy: sizes across the 64 x 64
+* matrix products, through cuBLAS (the fake's, fakecuda/fake_cublas.c) and
+  without it (the tiled kernels) against NumPy: sizes across the 64 x 64
   tiles and the 16-deep steps, transposed operands read in place, batches,
   a weight broadcast over a batch, f64, symbolic sizes, a convolution;
 * training: the logistic regression and the MLP of examples/ on Fashion-MNIST,
   every step's loss (--log) and the accuracy as on the CPU;
 * the REPL's :device, switching between the CPU and the GPU;
 * what is refused, and how: a device that is not there, no device at all,
-  --profile, a kernel that does not compile.
+  --profile, a kernel that does not compile, a cuBLAS call that fails; and
+  what stderr says of the device and of cuBLAS.
 
 The op suites themselves (test_ops.py, test_nn.py, test_gradcheck.py) run on
 the device from test.sh, with KILN_TEST_DEVICE=cuda.
@@ -46,7 +48,8 @@ def device_env():
         return {}
     lib = os.path.join(os.path.dirname(KILN), "tests")
     return {"KILN_LIBCUDA": os.path.join(lib, "libkiln_fakecuda.so"),
-            "KILN_NVRTC": os.path.join(lib, "libkiln_fakenvrtc.so")}
+            "KILN_NVRTC": os.path.join(lib, "libkiln_fakenvrtc.so"),
+            "KILN_CUBLAS": os.path.join(lib, "libkiln_fakecublas.so")}
 
 
 def run(args, env=None, stdin=None, timeout=900):
@@ -56,12 +59,16 @@ def run(args, env=None, stdin=None, timeout=900):
     return subprocess.run([KILN] + args, capture_output=True, text=True, timeout=timeout, env=e, input=stdin)
 
 
-def products(T):
-    """Matrix products of every kind on the device, checked against NumPy."""
+def products(T, blas):
+    """Matrix products of every kind on the device, checked against NumPy:
+    through cuBLAS where their operands allow (blas), else all as the tiled kernel."""
     os.environ.update(device_env())
+    if not blas:
+        os.environ["KILN_CUBLAS"] = "/nonexistent/libcublas.so"
     os.environ["KILN_TEST_DEVICE"] = "cuda"
     s = kiln_testlib.Suite(KILN)
     rng = np.random.default_rng(7)
+    how = "cuBLAS" if blas else "tiled kernel"
 
     def mat(*shape, dt=np.float32):
         return rng.normal(0, 1, shape).astype(dt)
@@ -75,23 +82,27 @@ def products(T):
 
     for m, k, n in [(1, 1, 1), (63, 17, 65), (64, 16, 64), (130, 33, 7), (5, 200, 129)]:
         a, b = mat(m, k), mat(k, n)
-        s.add("matmul %dx%d @ %dx%d" % (m, k, k, n), "", diff("%s @ %s" % (lit(a), lit(b)), a.astype(np.float64) @ b), tol)
+        s.add("%s: matmul %dx%d @ %dx%d" % (how, m, k, k, n), "",
+              diff("%s @ %s" % (lit(a), lit(b)), a.astype(np.float64) @ b), tol)
     a, b = mat(40, 70), mat(90, 70)
-    s.add("a transposed operand, read in place", "", diff("%s @ transpose(%s)" % (lit(a), lit(b)), a.astype(np.float64) @ b.T),
+    s.add(how + ": a transposed operand, read in place", "",
+          diff("%s @ transpose(%s)" % (lit(a), lit(b)), a.astype(np.float64) @ b.T),
           tol)
     a2, b2 = mat(70, 40), mat(30, 70)
-    s.add("both operands transposed", "", diff("transpose(%s) @ transpose(%s)" % (lit(a2), lit(b2)),
+    s.add(how + ": both operands transposed", "", diff("transpose(%s) @ transpose(%s)" % (lit(a2), lit(b2)),
                                                 a2.T.astype(np.float64) @ b2.T), tol)
     x, w = mat(3, 20, 9), mat(3, 9, 70)
-    s.add("a batch of products", "", diff("%s @ %s" % (lit(x), lit(w)), np.matmul(x.astype(np.float64), w)), tol)
+    s.add(how + ": a batch of products", "",
+          diff("%s @ %s" % (lit(x), lit(w)), np.matmul(x.astype(np.float64), w)), tol)
     w2 = mat(9, 70)
-    s.add("a weight broadcast over the batch", "", diff("%s @ %s" % (lit(x), lit(w2)), np.matmul(x.astype(np.float64), w2)),
+    s.add(how + ": a weight broadcast over the batch", "",
+          diff("%s @ %s" % (lit(x), lit(w2)), np.matmul(x.astype(np.float64), w2)),
           tol)
     a64, b64 = mat(33, 65).astype(np.float64), mat(65, 66).astype(np.float64)   # literals hold f32 values
-    s.add("f64", "", diff("%s @ %s" % (lit(a64, "f64"), lit(b64, "f64")), a64 @ b64, "f64"),
+    s.add(how + ": f64", "", diff("%s @ %s" % (lit(a64, "f64"), lit(b64, "f64")), a64 @ b64, "f64"),
           expect_small(1e-5, "largest difference from NumPy (rounded to f32)"))
     xs = mat(37, 12)
-    s.add("a symbolic batch size, bound at run time",
+    s.add(how + ": a symbolic batch size, bound at run time",
           ["input Xs : f32[B, 12]", "param Ws : f32[12, 5] = glorot",
            "fn fs(v) { relu(v @ Ws) }"],
           "sum(fs(%s)) - sum(relu(%s @ Ws))" % (lit(xs), lit(xs)), expect_close(np.float64(0), atol=1e-4))
@@ -101,10 +112,12 @@ def products(T):
         for j in range(4):
             win = img[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].astype(np.float64)
             ref[:, :, i, j] = np.einsum("nchw,ochw->no", win, ker)
-    s.add("a convolution (stride 2, through the windows)", "", diff("conv2d(%s, %s, stride=2)" % (lit(img), lit(ker)), ref),
+    s.add(how + ": a convolution (stride 2, through the windows)", "",
+          diff("conv2d(%s, %s, stride=2)" % (lit(img), lit(ker)), ref),
           tol)
     rc = s.run(jobs=2)
     del os.environ["KILN_TEST_DEVICE"]
+    os.environ.update(device_env())
     T.passed += s.passed
     T.failed += s.failed
     return rc
@@ -138,7 +151,7 @@ def repl(T):
                       "softmax(x, axis=0)\n:device cpu\nsum(exp(x))\n:device cuda:7\n:device gpu\n")
     lines = p.stdout.strip().split("\n")
     T.check("REPL :device shows the CPU, switches to the GPU and back",
-            len(lines) == 8 and lines[0].startswith("cpu (") and lines[1] == "30.1929" and lines[2].startswith("cuda:0: ")
+            len(lines) == 8 and lines[0].startswith("cpu (") and lines[1] == "30.1929" and lines[2].startswith("CUDA device 0: ")
             and lines[3] == lines[2] and lines[4] == "30.1929" and lines[5] == "[0.0900306, 0.244728, 0.665241]"
             and lines[6] == lines[0] and lines[7] == "30.1929", p.stdout + p.stderr)
     T.check("REPL :device refuses a second GPU and a malformed name",
@@ -153,8 +166,20 @@ def refusals(T, tmp):
     T.check("kiln run --device cuda: the value, and the device named on stderr",
             p.returncode == 0 and p.stdout.strip() == "10.1073" and "running on CUDA device 0: " in p.stderr,
             p.stdout + p.stderr)
+    T.check("products through cuBLAS, and which library, on stderr", "; products through cuBLAS (" in p.stderr, p.stderr)
     if REAL:
         return
+    p = run(["run", prog, "--device", "cuda"], env={"KILN_CUBLAS": "/nonexistent/libcublas.so"})
+    T.check("without cuBLAS: the tiled kernels, and why, on stderr", p.returncode == 0 and
+            "products through Kiln's tiled kernels (cuBLAS not found: KILN_CUBLAS=/nonexistent/libcublas.so does not load"
+            in p.stderr, p.stderr)
+    mm = os.path.join(tmp, "mm.kiln")
+    with open(mm, "w") as f:
+        f.write("a = [[1.0, 2.0], [3.0, 4.0]]\nprint sum(a @ a)\n")
+    p = run(["run", mm, "--device", "cuda"], env={"KILN_FAKE_CUBLAS_STATUS": "13"})
+    T.check("a failing cuBLAS call: its status, the statement's location, status 1", p.returncode == 1 and
+            "mm.kiln:2:1: error: CUDA device 0: cuBLAS SgemmStridedBatched (2 x 2 x 2, batch 1): status 13" in p.stderr,
+            p.stderr)
     p = run(["run", prog, "--device", "cuda:3"])
     T.check("a device that is not there: status 1, how many there are",
             p.returncode == 1 and "kiln: --device cuda:3: no CUDA device 3: this machine has 1" in p.stderr
@@ -177,7 +202,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="kiln_cuda_run_") as tmp:
         refusals(T, tmp)
         repl(T)
-        products(T)
+        products(T, blas=True)
+        if not REAL:
+            products(T, blas=False)
         training(T, tmp)
     sys.exit(T.summary())
 
