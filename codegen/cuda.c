@@ -518,6 +518,7 @@ static const char host_prelude[] =
   "extern int rt_cuda_launch(void *x, int step, int64_t work, int per_block, void **params);\n"
   "extern KDev rt_cuda_workspace(void *x, size_t bytes);\n"
   "extern int rt_cuda_copy(void *x, KDev dst, KDev src, size_t bytes);\n"
+  "extern int rt_cuda_mark(void *x, int step);\n"
   "extern int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda,\n"
   "                        int64_t sa, KDev b, int tb, int64_t ldb, int64_t sb, KDev c, int64_t ldc, int64_t sc);\n";
 
@@ -593,11 +594,12 @@ static void emit_host(const Schedule *s, const CudaSource *cs, Str *h) {
       if (K->reads[r] != K->out) str_put(&launch, ", &b[%d]", K->reads[r]);
     str_put(&launch, "};   // k%d\n    if (rt_cuda_launch(x, %d, %s, %d, p)) return -1; }\n", st->k, i, st->work,
             st->per_block);
+    str_put(h, "  if (rt_cuda_mark(x, %d)) return -1;\n", i);
     if (K->kind == KS_MATMUL) gemm_call(h, s, K, launch.s);
     else str_put(h, "%s", launch.s);
     free(launch.s);
   }
-  str_put(h, "  return 0;\n}\n");
+  str_put(h, "  return rt_cuda_mark(x, %d);\n}\n", cs->nsteps);
   str_put(h, "\nsize_t KILN_PFX_workspace(const int64_t *D) {\n  size_t at[%d];\n  return layout(D, at);\n}\n",
           s->nslots + 1);
 }

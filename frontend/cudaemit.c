@@ -143,6 +143,7 @@ int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *
   x->fns = c->fns;
   x->block = c->block;
   x->nfns = c->cs.nsteps;
+  x->profiling = pr->prof_ns != NULL;
   CUdeviceptr base = rt_cuda_args(x, total);
   int rc = base ? 0 : -1;
   for (int i = 0; i < n; i++) dev[i] += base;
@@ -153,6 +154,13 @@ int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *
   if (!rc) rc = c->host(x, D, dev, dev + nin, dev + nin + nc);
   for (int i = 0; i < nout && !rc; i++) rc = rt_cuda_download(x, outs[i].data, dev[nin + nc + i], bytes_of(&outs[i]));
   if (!rc) rc = rt_cuda_sync(x);
+  if (!rc && pr->prof_ns) {   // --profile: each step's time between its marks, in its kernel's slot
+    for (int i = 0; i < c->cs.nsteps; i++) {   // an epilogue's kernels count as their product's, as on the CPU
+      const Kernel *K = &s->ks[c->cs.steps[i].k];
+      pr->prof_ns[K->epi_of ? K->epi_of - 1 : c->cs.steps[i].k] += (uint64_t)(rt_cuda_step_ms(x, i) * 1e6);
+    }
+    pr->prof_ns[s->nk]++;
+  }
   x->fns = NULL;
   x->nfns = 0;
   if (dev != stack) free(dev);

@@ -149,7 +149,6 @@ static int device_of(const Opts *o) {
   if (n == -1) return -1;
   if (n == -2) { fprintf(stderr, "kiln: --device is cpu, cuda or cuda:N, not '%s'\n", o->device); return -2; }
   if (strcmp(o->cmd, "run")) { fprintf(stderr, "kiln: --device goes with kiln run\n"); return -2; }
-  if (o->profile) { fprintf(stderr, "kiln: --profile times CPU kernels; it does not go with --device %s yet\n", o->device); return -2; }
   return n;
 }
 

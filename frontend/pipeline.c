@@ -222,12 +222,12 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
   pr->g = g; pr->s = s;
   snprintf(pr->label, sizeof pr->label, "%s", p->label ? p->label : "graph");
   pr->device = p->device;
+  if (p->profile && !(pr->prof_ns = calloc(s->nk + 1, sizeof(uint64_t)))) abort();
   if (p->device >= 0 && !p->emit_c) {
     if (pipe_compile_cuda(p, pr, err, errlen)) { prog_free(pr); return NULL; }
     return pr;
   }
   CgOpts co = {.profile = p->profile};
-  if (p->profile && !(pr->prof_ns = calloc(s->nk + 1, sizeof(uint64_t)))) abort();
   if (cg_emit_c_opts(s, &co, &pr->cs, err, errlen)) { prog_free(pr); return NULL; }
   if (p->emit_c) {
     fputs(pr->cs.src, p->dump);

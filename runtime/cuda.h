@@ -171,6 +171,8 @@ typedef struct {
   CUfunction *fns;
   const int *block;
   int nfns;
+  CUevent *marks; int nmarks; // with profiling: an event before each launch step, and one after the last
+  int profiling;              // rt_cuda_mark records events
   char err[512];               // the first failure, "" if none; the caller clears it
 } RtCudaExec;
 
@@ -182,6 +184,9 @@ void rt_cuda_exec_close(RtCudaExec *x);   // frees the arenas, the stream and th
 // each a block (per_block) or a thread; params as cuLaunchKernel's.
 int rt_cuda_launch(void *x, int step, int64_t work, int per_block, void **params);
 CUdeviceptr rt_cuda_workspace(void *x, size_t bytes);
+// The host function calls it before launch step i and, with i = nfns, after the last:
+// with x->profiling, records marks[i] on the stream (rt_cuda_step_ms reads the gaps).
+int rt_cuda_mark(void *x, int i);
 int rt_cuda_copy(void *x, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 // C[i] = A[i] @ B[i] for i < batch, row-major m x n (row stride ldc, batch stride sc),
 // A m x k (k x m stored if ta: A is read transposed), B k x n (n x k if tb), each
@@ -195,6 +200,8 @@ CUdeviceptr rt_cuda_args(RtCudaExec *x, size_t bytes);
 int rt_cuda_upload(RtCudaExec *x, CUdeviceptr dst, const void *src, size_t bytes);
 int rt_cuda_download(RtCudaExec *x, void *dst, CUdeviceptr src, size_t bytes);
 int rt_cuda_sync(RtCudaExec *x);
+// After a profiled run and rt_cuda_sync: milliseconds between marks i and i + 1.
+double rt_cuda_step_ms(RtCudaExec *x, int i);
 
 // Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
 int rt_cuda_parse_device(const char *s);

@@ -56,6 +56,10 @@ void rt_cuda_exec_close(RtCudaExec *x) {
   x->cu->cuStreamSynchronize(x->stream);
   if (x->blas) x->cu->cublasDestroy(x->blas);
   x->blas = NULL;
+  for (int i = 0; i < x->nmarks; i++) x->cu->cuEventDestroy(x->marks[i]);
+  free(x->marks);
+  x->marks = NULL;
+  x->nmarks = 0;
   arena_free(x, &x->ws);
   arena_free(x, &x->args);
   x->cu->cuStreamDestroy(x->stream);
@@ -102,6 +106,28 @@ int rt_cuda_launch(void *xp, int step, int64_t work, int per_block, void **param
   CUresult r = x->cu->cuLaunchKernel(x->fns[step], (unsigned)blocks, 1, 1, (unsigned)x->block[step], 1, 1, 0, x->stream,
                                      params, NULL);
   return r ? failed(x, r, "cuLaunchKernel (kernel %d of %d, %u blocks)", step, x->nfns, (unsigned)blocks) : 0;
+}
+
+int rt_cuda_mark(void *xp, int i) {
+  RtCudaExec *x = xp;
+  if (!x->profiling) return 0;
+  CUresult r = 0;
+  if (i >= x->nmarks) {
+    CUevent *m = realloc(x->marks, sizeof *m * (i + 1));
+    if (!m) abort();
+    x->marks = m;
+    for (; x->nmarks <= i && !r; x->nmarks++)
+      if ((r = x->cu->cuEventCreate(&x->marks[x->nmarks], 0))) break;
+    if (r) return failed(x, r, "cuEventCreate");
+  }
+  r = x->cu->cuEventRecord(x->marks[i], x->stream);
+  return r ? failed(x, r, "cuEventRecord") : 0;
+}
+
+double rt_cuda_step_ms(RtCudaExec *x, int i) {
+  float ms = 0;
+  if (i + 1 >= x->nmarks || x->cu->cuEventElapsedTime(&ms, x->marks[i], x->marks[i + 1])) return 0;
+  return ms;
 }
 
 int rt_cuda_copy(void *xp, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
