@@ -68,103 +68,60 @@ void pipe_describe_device(const Pipe *p, char *buf, size_t len) {
 
 int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen) {
   if (pipe_open_device(p, err, errlen)) return -1;
-  RtCuda *cu = p->cuda;
   ProgCuda *c = pr->cuda = calloc(1, sizeof *pr->cuda);
   if (!c) abort();
-  c->cu = cu;
+  c->cx = p->cx;
   if (cg_emit_cuda(pr->s, &c->cs, err, errlen)) return -1;
   NvrtcImage im;
-  if (nvrtc_compile(cu, c->cs.src, p->cx->dev.sm, NULL, &im, err, errlen)) return -1;
+  if (nvrtc_compile(p->cuda, c->cs.src, p->cx->dev.sm, NULL, &im, err, errlen)) return -1;
   c->nvrtc_hit = im.cache_hit;
   c->nvrtc_ms = im.compile_ms;
-  char why[256];
-  CUresult r = cu->cuModuleLoadData(&c->mod, im.image);
-  nvrtc_image_free(&im);
-  if (r) {
-    c->mod = NULL;
-    rt_cuda_strerror(cu, r, why, sizeof why);
-    snprintf(err, errlen, "CUDA device %d: cannot load the kernels of %s: %s", p->device, pr->label, why);
-    return -1;
-  }
-  int n = c->cs.nsteps;
-  if (!(c->fns = calloc(n ? n : 1, sizeof *c->fns)) || !(c->block = calloc(n ? n : 1, sizeof *c->block))) abort();
-  for (int i = 0; i < n; i++) {
-    c->block[i] = c->cs.steps[i].block;
-    if ((r = cu->cuModuleGetFunction(&c->fns[i], c->mod, c->cs.steps[i].name))) {
-      rt_cuda_strerror(cu, r, why, sizeof why);
-      snprintf(err, errlen, "CUDA device %d: kernel %s not found in its module: %s", p->device, c->cs.steps[i].name, why);
-      return -1;
-    }
-  }
   const char *names[2] = {c->cs.host_entry, c->cs.host_workspace};
   void *addrs[2];
-  if (jit_compile(p->jit, c->cs.host, names, 2, addrs, &pr->st, err, errlen)) return -1;
-  *(void **)&c->host = addrs[0];
+  if (jit_compile(p->jit, c->cs.host, names, 2, addrs, &pr->st, err, errlen)) { nvrtc_image_free(&im); return -1; }
   pr->workspace = (size_t (*)(const int64_t *))addrs[1];
-  return 0;
+  int n = c->cs.nsteps;
+  const char **kernels = calloc(n ? n : 1, sizeof *kernels);
+  int *block = calloc(n ? n : 1, sizeof *block);
+  if (!kernels || !block) abort();
+  for (int i = 0; i < n; i++) kernels[i] = c->cs.steps[i].name, block[i] = c->cs.steps[i].block;
+  int rc = rt_cuda_prog_load(p->cx, &c->run, im.image, kernels, block, n, (RtCudaHost)addrs[0], err, errlen);
+  free(kernels);
+  free(block);
+  nvrtc_image_free(&im);
+  return rc;
 }
 
 void prog_cuda_free(ProgCuda *c) {
-  if (c->mod) c->cu->cuModuleUnload(c->mod);
-  free(c->fns);
-  free(c->block);
+  if (c->run.mod || c->run.fns) rt_cuda_prog_free(c->cx, &c->run);
   cg_cuda_free(&c->cs);
   free(c);
 }
 
 static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
-static size_t aligned(size_t n) { return (n + 255) & ~(size_t)255; }
 
-// Every argument gets its own place in the arguments' arena, 256-byte aligned
-// (the kernels read 16 bytes at a time); an output over a donated input starts
-// as a copy of it on the device (the host function makes it).
 int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {
   const Schedule *s = pr->s;
   ProgCuda *c = pr->cuda;
-  RtCudaExec *x = p->cx;
   int nin = pr->g->nin, nc = s->nconst, nout = pr->g->nout, n = nin + nc + nout;
-  CUdeviceptr stack[64], *dev = n <= 64 ? stack : malloc(sizeof *dev * n);
-  RtTensor *cst = nc ? calloc(nc, sizeof *cst) : NULL;
-  if (!dev || (nc && !cst)) abort();
-  for (int i = 0; i < nc; i++) {
-    Node *k = s->consts[i];
-    cst[i].dtype = (RtDType)k->dtype;
-    cst[i].ndim = k->ndim;
-    for (int d = 0; d < k->ndim; d++) cst[i].shape[d] = k->shape[d].k;
-    cst[i].data = (void *)k->a.data;
-  }
-  size_t total = 0;
-  for (int i = 0; i < n; i++) {
-    const RtTensor *t = i < nin ? &ins[i] : i < nin + nc ? &cst[i - nin] : &outs[i - nin - nc];
-    dev[i] = total;
-    total += aligned(bytes_of(t) ? bytes_of(t) : 1);
-  }
-  x->err[0] = 0;
-  x->fns = c->fns;
-  x->block = c->block;
-  x->nfns = c->cs.nsteps;
-  x->profiling = pr->prof_ns != NULL;
-  CUdeviceptr base = rt_cuda_args(x, total);
-  int rc = base ? 0 : -1;
-  for (int i = 0; i < n; i++) dev[i] += base;
-  for (int i = 0; i < nin + nc && !rc; i++) {
-    const RtTensor *t = i < nin ? &ins[i] : &cst[i - nin];
-    rc = rt_cuda_upload(x, dev[i], t->data, bytes_of(t));
-  }
-  if (!rc) rc = c->host(x, D, dev, dev + nin, dev + nin + nc);
-  for (int i = 0; i < nout && !rc; i++) rc = rt_cuda_download(x, outs[i].data, dev[nin + nc + i], bytes_of(&outs[i]));
-  if (!rc) rc = rt_cuda_sync(x);
-  if (!rc && pr->prof_ns) {   // --profile: each step's time between its marks, in its kernel's slot
-    for (int i = 0; i < c->cs.nsteps; i++) {   // an epilogue's kernels count as their product's, as on the CPU
+  void **host = malloc(sizeof *host * (n ? n : 1));
+  size_t *bytes = malloc(sizeof *bytes * (n ? n : 1));
+  double *ms = pr->prof_ns ? calloc(c->cs.nsteps ? c->cs.nsteps : 1, sizeof *ms) : NULL;
+  if (!host || !bytes || (pr->prof_ns && !ms)) abort();
+  for (int i = 0; i < nin; i++) host[i] = ins[i].data, bytes[i] = bytes_of(&ins[i]);
+  for (int i = 0; i < nc; i++) host[nin + i] = (void *)s->consts[i]->a.data, bytes[nin + i] = s->consts[i]->a.nbytes;
+  for (int i = 0; i < nout; i++) host[nin + nc + i] = outs[i].data, bytes[nin + nc + i] = bytes_of(&outs[i]);
+  int rc = rt_cuda_run(p->cx, &c->run, D, host, bytes, nin, nc, nout, ms);
+  if (!rc && ms) {   // --profile: an epilogue's kernels count as their product's, as on the CPU
+    for (int i = 0; i < c->cs.nsteps; i++) {
       const Kernel *K = &s->ks[c->cs.steps[i].k];
-      pr->prof_ns[K->epi_of ? K->epi_of - 1 : c->cs.steps[i].k] += (uint64_t)(rt_cuda_step_ms(x, i) * 1e6);
+      pr->prof_ns[K->epi_of ? K->epi_of - 1 : c->cs.steps[i].k] += (uint64_t)(ms[i] * 1e6);
     }
     pr->prof_ns[s->nk]++;
   }
-  x->fns = NULL;
-  x->nfns = 0;
-  if (dev != stack) free(dev);
-  free(cst);
+  free(host);
+  free(bytes);
+  free(ms);
   return rc ? PROG_DEVICE_ERROR : 0;
 }
 

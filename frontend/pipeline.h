@@ -37,11 +37,8 @@ typedef struct {
 // function that launches them (JIT-compiled C).
 typedef struct {
   CudaSource cs;
-  RtCuda *cu;               // what loaded the module
-  CUmodule mod;
-  CUfunction *fns;          // one a launch step
-  int *block;               // threads a block, a launch step
-  int (*host)(void *x, const int64_t *D, const CUdeviceptr *in, const CUdeviceptr *cst, const CUdeviceptr *out);
+  RtCudaExec *cx;           // the device it is loaded on (Pipe.cx)
+  RtCudaProg run;
   int nvrtc_hit;            // the image came from the disk cache
   double nvrtc_ms;          // time in NVRTC
 } ProgCuda;

@@ -203,6 +203,30 @@ int rt_cuda_sync(RtCudaExec *x);
 // After a profiled run and rt_cuda_sync: milliseconds between marks i and i + 1.
 double rt_cuda_step_ms(RtCudaExec *x, int i);
 
+// A graph's program on the device: its kernels' module, one function per launch
+// step, and the host function that launches them (codegen/cuda.c writes it; the
+// JIT or, in a built binary, the linker provides it).
+typedef int (*RtCudaHost)(void *x, const int64_t *D, const CUdeviceptr *in, const CUdeviceptr *cst,
+                          const CUdeviceptr *out);
+typedef struct {
+  CUmodule mod;
+  CUfunction *fns;
+  int *block;
+  int nsteps;
+  RtCudaHost host;
+} RtCudaProg;
+
+// Loads image (a CUBIN or PTX) and looks up the kernels names[0..nsteps). 0, or -1 with the reason.
+int rt_cuda_prog_load(RtCudaExec *x, RtCudaProg *g, const void *image, const char *const *names, const int *block,
+                      int nsteps, RtCudaHost host, char *err, size_t errlen);
+void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g);
+// Runs g: the nin inputs and nconst constants (host[i], bytes[i]) copied to the
+// arguments' arena, the host function, the nout outputs copied back into host[],
+// the wait. step_ms: with it, x->profiling is set and each step's milliseconds
+// are added to step_ms[i]. 0, or -1 with the reason in x->err.
+int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
+                int nconst, int nout, double *step_ms);
+
 // Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
 int rt_cuda_parse_device(const char *s);
 

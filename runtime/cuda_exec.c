@@ -181,3 +181,70 @@ int rt_cuda_gemm(void *xp, int f64, int64_t batch, int64_t m, int64_t n, int64_t
              x->dev.ordinal, f64 ? 'D' : 'S', (long long)m, (long long)n, (long long)k, (long long)batch, r);
   return r ? -1 : 0;
 }
+
+int rt_cuda_prog_load(RtCudaExec *x, RtCudaProg *g, const void *image, const char *const *names, const int *block,
+                      int nsteps, RtCudaHost host, char *err, size_t errlen) {
+  char why[256];
+  memset(g, 0, sizeof *g);
+  CUresult r = x->cu->cuModuleLoadData(&g->mod, image);
+  if (r) {
+    g->mod = NULL;
+    rt_cuda_strerror(x->cu, r, why, sizeof why);
+    snprintf(err, errlen, "CUDA device %d: cannot load the kernels: %s", x->dev.ordinal, why);
+    return -1;
+  }
+  g->nsteps = nsteps;
+  g->host = host;
+  if (!(g->fns = calloc(nsteps ? nsteps : 1, sizeof *g->fns)) || !(g->block = calloc(nsteps ? nsteps : 1, sizeof *g->block)))
+    abort();
+  for (int i = 0; i < nsteps; i++) {
+    g->block[i] = block[i];
+    if ((r = x->cu->cuModuleGetFunction(&g->fns[i], g->mod, names[i]))) {
+      rt_cuda_strerror(x->cu, r, why, sizeof why);
+      snprintf(err, errlen, "CUDA device %d: kernel %s not found in its module: %s", x->dev.ordinal, names[i], why);
+      rt_cuda_prog_free(x, g);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g) {
+  if (g->mod) x->cu->cuModuleUnload(g->mod);
+  free(g->fns);
+  free(g->block);
+  memset(g, 0, sizeof *g);
+}
+
+// Every argument gets its own place in the arguments' arena, 256-byte aligned
+// (the kernels read 16 bytes at a time); an output over a donated input starts
+// as a copy of it on the device (the host function makes it).
+int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
+                int nconst, int nout, double *step_ms) {
+  int n = nin + nconst + nout;
+  CUdeviceptr stack[64], *dev = n <= 64 ? stack : malloc(sizeof *dev * n);
+  if (!dev) abort();
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    dev[i] = total;
+    total += ((bytes[i] ? bytes[i] : 1) + 255) & ~(size_t)255;
+  }
+  x->err[0] = 0;
+  x->fns = g->fns;
+  x->block = g->block;
+  x->nfns = g->nsteps;
+  x->profiling = step_ms != NULL;
+  CUdeviceptr base = rt_cuda_args(x, total);
+  int rc = base ? 0 : -1;
+  for (int i = 0; i < n; i++) dev[i] += base;
+  for (int i = 0; i < nin + nconst && !rc; i++) rc = rt_cuda_upload(x, dev[i], host[i], bytes[i]);
+  if (!rc) rc = g->host(x, D, dev, dev + nin, dev + nin + nconst);
+  for (int i = nin + nconst; i < n && !rc; i++) rc = rt_cuda_download(x, host[i], dev[i], bytes[i]);
+  if (!rc) rc = rt_cuda_sync(x);
+  for (int i = 0; step_ms && !rc && i < g->nsteps; i++) step_ms[i] += rt_cuda_step_ms(x, i);
+  x->fns = NULL;
+  x->nfns = 0;
+  x->profiling = 0;
+  if (dev != stack) free(dev);
+  return rc;
+}
