@@ -9,6 +9,7 @@
 // data and training settings, the parameters embedded as a safetensors image) and the
 // system cc compiles it and links everything against the static runtime libkiln_rt.a.
 #include "build.h"
+#include "compiler/nvrtc.h"
 #include "train_int.h"
 #include <errno.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@ static const char usage[] =
   "                        kiln run does, same results to the bit), or a portable level,\n"
   "                        x86-64, x86-64-v2 (default), x86-64-v3, x86-64-v4, or a CPU name\n"
   "  --seed N              the seed parameters are initialized with (as kiln run --seed)\n"
+  "  --arch sm_80,sm_90    also carry each graph's CUDA kernels, compiled by NVRTC for these\n"
+  "                        GPUs (no GPU needed here); OUT --device cuda then runs on the GPU\n"
   "  --keep DIR            keep the generated C and objects in DIR\n"
   "\n"
   "The result needs no LLVM, Clang or Kiln at run time: the runtime, BLIS and zlib are\n"
@@ -69,10 +72,14 @@ static const char usage[] =
   "libkiln_rt.a and the runtime headers are), KILN_BUILD_VERBOSE=1 (show the commands)\n";
 
 typedef struct {
-  const char *file, *out, *output, *weights, *cpu, *keep;
+  const char *file, *out, *output, *weights, *cpu, *keep, *arch;
   int lib, seed_set;
   uint64_t seed;
+  int archs[16], narchs;      // --arch
 } BuildOpts;
+
+// --arch: each graph's CUDA source, its CUBINs written beside the C (cuda_images).
+typedef struct { CudaSource cs[3]; int have[3]; } BuildCuda;
 
 static int parse(int argc, char **argv, BuildOpts *o) {
   o->cpu = "x86-64-v2";
@@ -80,7 +87,7 @@ static int parse(int argc, char **argv, BuildOpts *o) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     const char **dst = !strcmp(a, "-o") ? &o->out : !strcmp(a, "--output") ? &o->output
                      : !strcmp(a, "--embed-weights") ? &o->weights : !strcmp(a, "--target-cpu") ? &o->cpu
-                     : !strcmp(a, "--keep") ? &o->keep : NULL;
+                     : !strcmp(a, "--keep") ? &o->keep : !strcmp(a, "--arch") ? &o->arch : NULL;
     if (!strncmp(a, "--target-cpu=", 13)) { o->cpu = a + 13; continue; }
     if (!strcmp(a, "--lib")) { o->lib = 1; continue; }
     if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); o->seed_set = 1; i++; continue; }
@@ -95,6 +102,10 @@ static int parse(int argc, char **argv, BuildOpts *o) {
     else { fprintf(stderr, "kiln build: unexpected argument '%s'\n", a); return -1; }
   }
   if (!o->file || !o->out) { fprintf(stderr, "kiln build: give FILE.kiln and -o OUT\n\n%s", usage); return -1; }
+  if (o->arch && (o->narchs = pipe_cuda_archs(o->arch, o->archs, 16)) < 0) {
+    fprintf(stderr, "kiln build: --arch takes architectures like sm_80,sm_90, not '%s'\n", o->arch);
+    return -1;
+  }
   // Paths go to the compiler and the assembler inside quotes.
   const char *paths[] = {o->out, o->keep, o->file, getenv("TMPDIR")};
   for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
@@ -181,7 +192,36 @@ static void arg_c(FILE *f, const Node *x, const char *name, int role, int col) {
   fputs("}},\n", f);
 }
 
-static void graph_c(FILE *f, const BuildGraph *bg, const char *id) {
+// The assembler's .incbin puts a file's bytes in the object: no megabytes of C initializers.
+static void incbin_c(FILE *f, const char *sym, const char *path) {
+  fprintf(f, "__asm__(\".section .rodata\\n.balign 64\\n%s:\\n.incbin \\\"%s\\\"\\n%s_end:\\n.byte 0\\n.previous\\n\");\n", sym, path, sym);
+  fprintf(f, "extern const unsigned char %s[] __asm__(\"%s\"), %s_end[] __asm__(\"%s_end\");\n", sym, sym, sym, sym);
+}
+
+// The CUDA side of graph id: its CUBINs (incbin), kernels, host function, constants' sizes.
+static void graph_cuda_c(FILE *f, const BuildOpts *o, const CudaSource *cs, const Schedule *s, const char *id,
+                         const char *dir) {
+  char sym[64], path[4200];
+  for (int a = 0; a < o->narchs; a++) {
+    snprintf(sym, sizeof sym, "kiln_%s_sm%d", id, o->archs[a]);
+    snprintf(path, sizeof path, "%s/g_%s_sm%d.cubin", dir, id, o->archs[a]);
+    incbin_c(f, sym, path);
+  }
+  fprintf(f, "static const RtCudaImage %s_images[] = {", id);
+  for (int a = 0; a < o->narchs; a++) fprintf(f, "{%d, kiln_%s_sm%d}, ", o->archs[a], id, o->archs[a]);
+  fprintf(f, "};\nstatic const char *const %s_kernels[] = {", id);
+  for (int i = 0; i < cs->nsteps; i++) fprintf(f, "\"%s\", ", cs->steps[i].name);
+  fprintf(f, "NULL};\nstatic const int %s_blocks[] = {", id);
+  for (int i = 0; i < cs->nsteps; i++) fprintf(f, "%d, ", cs->steps[i].block);
+  fprintf(f, "0};\nstatic const size_t %s_const_bytes[] = {", id);
+  for (int i = 0; i < s->nconst; i++) fprintf(f, "%zu, ", s->consts[i]->a.nbytes);
+  fprintf(f, "0};\nint %s(void *, const int64_t *, const CUdeviceptr *, const CUdeviceptr *, const CUdeviceptr *);\n"
+             "size_t %s(const int64_t *);\n", cs->host_entry, cs->host_workspace);
+  fprintf(f, "static const RtGraphCuda %s_cuda = {%s_images, %d, %s_kernels, %s_blocks, %d, %s, %s, %s_const_bytes};\n",
+          id, id, o->narchs, id, id, cs->nsteps, cs->host_entry, cs->host_workspace, id);
+}
+
+static void graph_c(FILE *f, const BuildGraph *bg, const char *id, const char *cuda) {
   const Program *pr = bg->pr;
   const IrGraph *g = pr->g;
   const Schedule *s = pr->s;
@@ -206,9 +246,9 @@ static void graph_c(FILE *f, const BuildGraph *bg, const char *id) {
     for (int i = 0; i < g->nout; i++) fprintf(f, "%d, ", bg->per_example[i]);
     fputs("0};\n", f);
   }
-  fprintf(f, "static const RtGraph %s = {%s, %s, %d, %d, %d, %s_ins, %s_outs, %s_consts, %s%s};\n", id, pr->cs.entry,
+  fprintf(f, "static const RtGraph %s = {%s, %s, %d, %d, %d, %s_ins, %s_outs, %s_consts, %s%s, %s%s};\n", id, pr->cs.entry,
           pr->cs.workspace, g->nin, s->nconst, g->nout, id, id, id, bg->per_example ? id : "NULL",
-          bg->per_example ? "_per_example" : "");
+          bg->per_example ? "_per_example" : "", cuda ? "&" : "NULL", cuda ? cuda : "");
 }
 
 static void data_c(FILE *f, const RtDataSpec *d) {
@@ -221,12 +261,6 @@ static void data_c(FILE *f, const RtDataSpec *d) {
   fprintf(f, "NULL}, %d, %d, %d, %d, %d}", d->nfiles, d->split, d->normalize, d->label, d->header);
 }
 
-// The assembler's .incbin puts a file's bytes in the object: no megabytes of C initializers.
-static void incbin_c(FILE *f, const char *sym, const char *path) {
-  fprintf(f, "__asm__(\".section .rodata\\n.balign 64\\n%s:\\n.incbin \\\"%s\\\"\\n%s_end:\\n.byte 0\\n.previous\\n\");\n", sym, path, sym);
-  fprintf(f, "extern const unsigned char %s[] __asm__(\"%s\"), %s_end[] __asm__(\"%s_end\");\n", sym, sym, sym, sym);
-}
-
 static const char *base_name(const char *path, char *buf, size_t n) {
   const char *b = strrchr(path, '/');
   snprintf(buf, n, "%s", b ? b + 1 : path);
@@ -237,14 +271,21 @@ static const char *base_name(const char *path, char *buf, size_t n) {
   return buf;
 }
 
-static int write_model_c(const char *path, Ev *ev, const Build *b, const BuildOpts *o, const char *name, const char *dir) {
+static int write_model_c(const char *path, Ev *ev, const Build *b, const BuildOpts *o, const char *name, const char *dir,
+                         const BuildCuda *bc) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   fprintf(f, "// Generated by kiln build from %s: the description of the model for the runtime\n"
              "// (runtime/model.h). The graphs themselves are in g_*.c.\n#include \"runtime/model.h\"\n", o->file);
   const BuildGraph *gs[3] = {&b->predict, &b->step, &b->eval};
   static const char *ids[3] = {"predict", "step", "eval"};
-  for (int i = 0; i < 3; i++) if (gs[i]->pr) graph_c(f, gs[i], ids[i]);
+  for (int i = 0; i < 3; i++) {
+    if (!gs[i]->pr) continue;
+    char cuda[32];
+    snprintf(cuda, sizeof cuda, "%s_cuda", ids[i]);
+    if (bc->have[i]) graph_cuda_c(f, o, &bc->cs[i], gs[i]->pr->s, ids[i], dir);
+    graph_c(f, gs[i], ids[i], bc->have[i] ? cuda : NULL);
+  }
   char p[4096];
   snprintf(p, sizeof p, "%s/init.safetensors", dir);
   incbin_c(f, "kiln_init", p);
@@ -478,7 +519,8 @@ static void runtime_paths(char *lib, size_t nl, char *inc, size_t ni) {
   if (!(e && *e) && access(probe, R_OK)) snprintf(inc, ni, "%s", KILN_INCLUDE_INSTALL_DIR);
 }
 
-static int build_objects(Build *b, const BuildOpts *o, const char *dir, char *objs, size_t n, char *err, size_t errlen) {
+static int build_objects(Build *b, const BuildOpts *o, const BuildCuda *bc, const char *dir, char *objs, size_t n, char *err,
+                         size_t errlen) {
   JitOptions jo = JIT_OPTIONS_DEFAULT;
   jo.target_cpu = o->cpu;
   const BuildGraph *gs[3] = {&b->predict, &b->step, &b->eval};
@@ -494,8 +536,46 @@ static int build_objects(Build *b, const BuildOpts *o, const char *dir, char *ob
     if (f) { fputs(gs[i]->pr->cs.src, f); fclose(f); }
     if (jit_compile_object(&jo, gs[i]->pr->cs.src, obj, err, errlen)) return -1;
     k += snprintf(objs + k, k < n ? n - k : 0, " '%s'", obj);
+    if (!bc->have[i]) continue;
+    snprintf(c, sizeof c, "%s/g_%s_host.c", dir, ids[i]);
+    snprintf(obj, sizeof obj, "%s/g_%s_host.o", dir, ids[i]);
+    if ((f = fopen(c, "w"))) { fputs(bc->cs[i].host, f); fclose(f); }
+    if (jit_compile_object(&jo, bc->cs[i].host, obj, err, errlen)) return -1;
+    k += snprintf(objs + k, k < n ? n - k : 0, " '%s'", obj);
   }
   return 0;
+}
+
+// --arch: each graph's kernels compiled by NVRTC for each architecture, as a
+// CUBIN (a PTX fallback for later GPUs is not carried: one would rebuild).
+static int build_cuda(const Build *b, const BuildOpts *o, const char *dir, BuildCuda *bc, char *err, size_t errlen) {
+  const BuildGraph *gs[3] = {&b->predict, &b->step, &b->eval};
+  static const char *ids[3] = {"predict", "step", "eval"};
+  RtCuda cu = {0};
+  int rc = 0;
+  for (int i = 0; i < 3 && !rc && o->narchs; i++) {
+    if (!gs[i]->pr) continue;
+    if ((rc = cg_emit_cuda(gs[i]->pr->s, &bc->cs[i], err, errlen))) break;
+    bc->have[i] = 1;
+    for (int a = 0; a < o->narchs && !rc; a++) {
+      NvrtcImage im;
+      if ((rc = nvrtc_compile(&cu, bc->cs[i].src, o->archs[a], NULL, &im, err, errlen))) break;
+      char path[4200];
+      snprintf(path, sizeof path, "%s/g_%s_sm%d.cubin", dir, ids[i], o->archs[a]);
+      if (!im.cubin) {
+        snprintf(err, errlen, "--arch sm_%d: this NVRTC knows only up to sm_%d (it would give PTX)", o->archs[a], im.arch);
+        rc = -1;
+      } else {
+        FILE *f = fopen(path, "wb");
+        int ok = f && fwrite(im.image, 1, im.len, f) == im.len;
+        if (f && fclose(f)) ok = 0;
+        if (!ok) snprintf(err, errlen, "cannot write %s", path), rc = -1;
+      }
+      nvrtc_image_free(&im);
+    }
+  }
+  rt_cuda_close(&cu);
+  return rc;
 }
 
 static int link_exe(const BuildOpts *o, const char *dir, const char *objs, char *err, size_t n) {
@@ -567,8 +647,15 @@ static int build(const BuildOpts *o, Ev *ev, Diag *d, const char *dir) {
       return -1;
     }
   }
+  BuildCuda bc = {0};
+  if (build_cuda(&b, o, dir, &bc, err, sizeof err)) {
+    fprintf(stderr, "kiln build: %s\n", err);
+    for (int i = 0; i < 3; i++) if (bc.have[i]) cg_cuda_free(&bc.cs[i]);
+    prog_free(b.step.pr);
+    return -1;
+  }
   snprintf(path, sizeof path, "%s/model.c", dir);
-  if (write_model_c(path, ev, &b, o, name, dir)) { fprintf(stderr, "kiln build: cannot write %s\n", path); return -1; }
+  if (write_model_c(path, ev, &b, o, name, dir, &bc)) { fprintf(stderr, "kiln build: cannot write %s\n", path); return -1; }
   if (o->lib) {
     snprintf(path, sizeof path, "%s/api.c", dir);
     char hdr[4200];
@@ -576,7 +663,8 @@ static int build(const BuildOpts *o, Ev *ev, Diag *d, const char *dir) {
     if (write_api_c(path, name, api_shape(&b)) || write_header(hdr, name, o->file, api_shape(&b))) { fprintf(stderr, "kiln build: cannot write %s\n", path); return -1; }
   }
   char objs[16384];
-  int rc = build_objects(&b, o, dir, objs, sizeof objs, err, sizeof err);
+  int rc = build_objects(&b, o, &bc, dir, objs, sizeof objs, err, sizeof err);
+  for (int i = 0; i < 3; i++) if (bc.have[i]) cg_cuda_free(&bc.cs[i]);
   if (!rc) rc = o->lib ? link_lib(o, name, dir, objs, api_shape(&b), err, sizeof err) : link_exe(o, dir, objs, err, sizeof err);
   if (rc) fprintf(stderr, "kiln build: %s\n", err);
   prog_free(b.step.pr);   // the train statement's, handed over (the others are the session's)

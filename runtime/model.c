@@ -21,6 +21,9 @@ struct RtSession {
   int epoch;
   RtTensor *next;              // the training step's second buffers, one per output
   RtTensor scalars[4];         // lr, bias corrections, step salt
+  RtCuda cu;                   // rt_session_device: the driver, the device, each graph loaded there
+  RtCudaExec *cx;
+  struct { const RtGraph *g; RtCudaProg p; } dev[3];
 };
 
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -140,6 +143,12 @@ RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errle
 
 void rt_session_free(RtSession *s) {
   if (!s) return;
+  if (s->cx) {
+    for (int i = 0; i < 3; i++) if (s->dev[i].g) rt_cuda_prog_free(s->cx, &s->dev[i].p);
+    rt_cuda_exec_close(s->cx);
+    free(s->cx);
+    rt_cuda_close(&s->cu);
+  }
   for (int i = 0; i < s->nts; i++) { free(s->ts[i]->name); rt_tensor_free(&s->ts[i]->t); free(s->ts[i]); }
   if (s->next && s->m->step)
     for (int i = 0; i < s->m->step->nout; i++) rt_tensor_free(&s->next[i]);
@@ -271,7 +280,68 @@ static int bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t
   return 0;
 }
 
+int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen) {
+  if (ordinal < 0 || s->cx) return s->cx && s->cx->dev.ordinal != ordinal ? fail(err, errlen, "the session runs on CUDA device %d", s->cx->dev.ordinal) : 0;
+  if (!(s->cx = calloc(1, sizeof *s->cx))) return fail(err, errlen, "out of memory");
+  if (rt_cuda_exec_open(s->cx, &s->cu, ordinal, err, errlen)) {
+    free(s->cx);
+    s->cx = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+void rt_session_describe_device(const RtSession *s, char *buf, size_t len) {
+  if (!s->cx) { snprintf(buf, len, "cpu (%d threads)", rt_threads(s->rt)); return; }
+  const RtCudaExec *x = s->cx;
+  snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through %s%s%s", x->dev.ordinal, x->dev.name,
+           x->dev.sm, x->dev.total_mem >> 20, x->blas ? "cuBLAS (" : "the tiled kernels (",
+           x->blas ? s->cu.cublas_name : x->blas_why, ")");
+}
+
+// g's program on the session's device, loaded at its first run: the CUBIN of the
+// device's architecture, or of the newest one below it with the same major number
+// (a CUBIN runs on later minor versions, not on another major).
+static RtCudaProg *device_prog(RtSession *s, const RtGraph *g, char *err, size_t errlen) {
+  int i = 0;
+  while (i < 3 && s->dev[i].g && s->dev[i].g != g) i++;
+  if (i < 3 && s->dev[i].g == g) return &s->dev[i].p;
+  const RtGraphCuda *c = g->cuda;
+  int sm = s->cx->dev.sm, best = -1;
+  if (!c) return fail(err, errlen, "this binary carries no CUDA kernels (kiln build --arch sm_XX makes them)"), NULL;
+  for (int k = 0; k < c->nimages; k++)
+    if (c->images[k].sm / 10 == sm / 10 && c->images[k].sm <= sm && (best < 0 || c->images[k].sm > c->images[best].sm)) best = k;
+  if (best < 0) {
+    char have[256] = "";
+    size_t n = 0;
+    for (int k = 0; k < c->nimages && n < sizeof have; k++) n += snprintf(have + n, sizeof have - n, "%ssm_%d", k ? ", " : "", c->images[k].sm);
+    return fail(err, errlen, "this binary carries CUDA kernels for %s, none of which runs on %s (sm_%d): rebuild with "
+                "kiln build --arch sm_%d", have, s->cx->dev.name, sm, sm), NULL;
+  }
+  if (i == 3 || rt_cuda_prog_load(s->cx, &s->dev[i].p, c->images[best].image, c->kernels, c->block, c->nsteps, c->host, err, errlen))
+    return i == 3 ? fail(err, errlen, "internal error: more than three graphs on the device"), NULL : NULL;
+  s->dev[i].g = g;
+  return &s->dev[i].p;
+}
+
+static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
+  RtCudaProg *p = device_prog(s, g, err, errlen);
+  if (!p) return -1;
+  int n = g->nin + g->nconst + g->nout;
+  void **host = malloc(sizeof *host * (n ? n : 1));
+  size_t *bytes = malloc(sizeof *bytes * (n ? n : 1));
+  if (!host || !bytes) abort();
+  for (int i = 0; i < g->nin; i++) host[i] = in[i]->data, bytes[i] = rt_tensor_nbytes(in[i]);
+  for (int i = 0; i < g->nconst; i++) host[g->nin + i] = (void *)g->consts[i], bytes[g->nin + i] = g->cuda->const_bytes[i];
+  for (int i = 0; i < g->nout; i++) host[g->nin + g->nconst + i] = out[i].data, bytes[g->nin + g->nconst + i] = rt_tensor_nbytes(&out[i]);
+  int rc = rt_cuda_run(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, NULL);
+  free(host);
+  free(bytes);
+  return rc ? fail(err, errlen, "%s", s->cx->err) : 0;
+}
+
 static int run(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
+  if (s->cx) return run_cuda(s, g, D, in, out, err, errlen);
   int n = 2 + g->nin + g->nconst + g->nout;
   void **args = malloc(sizeof(void *) * n);
   if (!args) return fail(err, errlen, "out of memory");

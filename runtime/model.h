@@ -20,6 +20,7 @@
 // Runtime-only: this header and model.c include nothing outside runtime/.
 #ifndef KILN_MODEL_H
 #define KILN_MODEL_H
+#include "cuda.h"
 #include "data.h"
 #include "report.h"
 #include "rt.h"
@@ -45,6 +46,17 @@ typedef struct {
   RtDim shape[RT_MAXDIM];
 } RtArg;
 
+// A graph's CUDA kernels (kiln build --arch): a CUBIN per architecture, the
+// kernels of its launch steps and the host function that launches them.
+typedef struct { int sm; const unsigned char *image; } RtCudaImage;   // a CUBIN for sm_<sm>
+typedef struct {
+  const RtCudaImage *images; int nimages;
+  const char *const *kernels; const int *block; int nsteps;
+  RtCudaHost host;
+  size_t (*workspace)(const int64_t *dims);
+  const size_t *const_bytes;    // the graph's constants' sizes, for their copies
+} RtGraphCuda;
+
 // One compiled graph: args = {rt, dims, inputs..., constants..., outputs...}.
 typedef struct {
   void (*entry)(void **args);
@@ -54,6 +66,7 @@ typedef struct {
                                 // its value replaces (outs[0] is the loss); evaluate: the metric
   const void *const *consts;
   const int *per_example;       // evaluate: 1 = a [B] vector summed, 0 = a batch mean
+  const RtGraphCuda *cuda;      // NULL: built without CUDA kernels
 } RtGraph;
 
 // A data source as the program's data statement gave it (runtime/data.h loads it).
@@ -132,6 +145,11 @@ int rt_eval_loop(RtBatcher *b, int nmet, const int *per_example, int64_t limit,
 typedef struct RtSession RtSession;
 RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errlen);
 void rt_session_free(RtSession *s);
+// Run the graphs on CUDA device `ordinal` from now on (the binary must carry
+// kernels for its architecture: kiln build --arch). 0, or -1 with the reason.
+int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen);
+// "CUDA device 0: NAME (sm_90, ...)" or "cpu (N threads)".
+void rt_session_describe_device(const RtSession *s, char *buf, size_t len);
 // Parameters (and optimizer state, step and epoch, when the file has them) from a
 // safetensors file; every parameter must be there with its dtype and shape.
 int rt_session_load(RtSession *s, const char *path, char *err, size_t errlen);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 typedef struct {
-  const char *cmd, *weights, *out, *data, *resume, *progress;
+  const char *cmd, *weights, *out, *data, *resume, *progress, *device;
   const char *files[8]; int nfiles;
   int64_t threads, epochs, batch, max_steps, eval_examples;
 } Args;
@@ -28,6 +28,7 @@ static void usage(const RtModel *m, FILE *f) {
     "options:\n"
     "  --weights FILE      safetensors weights (default: the embedded ones, if any)\n"
     "  --threads N         worker threads (default: all cores, or $KILN_THREADS)\n"
+    "  --device cpu|cuda|cuda:N  where the graphs run (cuda: when built with kiln build --arch)\n"
     "  --batch N           predict: rows per call (default 1000); train: batch size\n"
     "  --data DIR          train: read the data set's files from DIR\n"
     "  --epochs N  --max-steps N  --eval-examples N  --resume CKPT  --progress bar|lines\n",
@@ -55,7 +56,7 @@ static int parse(const RtModel *m, int argc, char **argv, Args *a) {
     }
     const char **str = !strcmp(s, "--weights") ? &a->weights : !strcmp(s, "-o") || !strcmp(s, "--out") ? &a->out
                      : !strcmp(s, "--data") ? &a->data : !strcmp(s, "--resume") ? &a->resume
-                     : !strcmp(s, "--progress") ? &a->progress : NULL;
+                     : !strcmp(s, "--progress") ? &a->progress : !strcmp(s, "--device") ? &a->device : NULL;
     if (str) {
       if (!v) { fprintf(stderr, "error: %s needs a value\n", s); return -1; }
       if (str == &a->progress && strcmp(v, "bar") && strcmp(v, "lines")) {
@@ -123,6 +124,10 @@ static int info(const RtModel *m) {
     for (int i = 0; i < m->eval->nout; i++) printf(" %s", m->eval->outs[i].name);
     printf("\n");
   }
+  const RtGraph *any = m->predict ? m->predict : m->step ? m->step : m->eval;
+  printf("CUDA kernels:");
+  for (int i = 0; any && any->cuda && i < any->cuda->nimages; i++) printf(" sm_%d", any->cuda->images[i].sm);
+  printf(any && any->cuda ? " (--device cuda)\n" : " none (kiln build --arch sm_XX carries them)\n");
   return 0;
 }
 
@@ -302,6 +307,17 @@ int rt_model_main(const RtModel *m, int argc, char **argv) {
   if (!strcmp(a.cmd, "predict") && !m->predict) { fprintf(stderr, "error: %s has no prediction graph\n", m->name); return 1; }
   char err[2048];
   RtSession *s = rt_session_new(m, (int)a.threads, err, sizeof err);
+  int dev = a.device ? rt_cuda_parse_device(a.device) : -1;
+  if (dev == -2) { fprintf(stderr, "error: --device is cpu, cuda or cuda:N, not '%s'\n", a.device); rt_session_free(s); return 2; }
+  if (s && dev >= 0) {
+    if (rt_session_device(s, dev, err, sizeof err)) {
+      fprintf(stderr, "error: --device %s: %s\n", a.device, err);
+      rt_session_free(s);
+      return 1;
+    }
+    rt_session_describe_device(s, err, sizeof err);
+    fprintf(stderr, "running on %s\n", err);
+  }
   int rc = !s ? 1 : !strcmp(a.cmd, "predict") ? predict(m, s, &a, err, sizeof err) : train(m, s, &a, err, sizeof err);
   if (rc < 0 || !s) fprintf(stderr, "error: %s\n", err), rc = 1;
   rt_session_free(s);

@@ -18,6 +18,8 @@ kernels' own. With --real, the same checks go to the machine's driver and NVRTC.
 * training: the logistic regression and the MLP of examples/ on Fashion-MNIST,
   every step's loss (--log) and the accuracy as on the CPU;
 * the REPL's :device, switching between the CPU and the GPU;
+* kiln build --arch: the binary's CUDA kernels, predict on the device as on
+  the CPU, the refusals (no kernels, none for the device's architecture);
 * what is refused, and how: a device that is not there, no device at all,
   a kernel that does not compile, a cuBLAS call that fails; what stderr says
   of the device and of cuBLAS; --profile's table from the device's events.
@@ -26,6 +28,7 @@ The op suites themselves (test_ops.py, test_nn.py, test_gradcheck.py) run on
 the device from test.sh, with KILN_TEST_DEVICE=cuda.
 """
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -137,17 +140,23 @@ def write_idx(path, arr):
         f.write(arr.astype(np.uint8).tobytes())
 
 
-def training(T, tmp):
-    """The examples as they are, on Fashion-MNIST; where the dataset is not
-    installed (a GPU machine), on random IDX files of its shapes."""
-    data = FMNIST
-    if not os.path.isdir(FMNIST):
-        data = os.path.join(tmp, "fmnist")
+def fmnist_dir(tmp):
+    if os.path.isdir(FMNIST):
+        return FMNIST
+    data = os.path.join(tmp, "fmnist")
+    if not os.path.isdir(data):
         os.makedirs(data)
         rng = np.random.default_rng(0)
         for split, n in [("train", 60000), ("t10k", 10000)]:
             write_idx(os.path.join(data, split + "-images-idx3-ubyte"), rng.integers(0, 256, (n, 28, 28)))
             write_idx(os.path.join(data, split + "-labels-idx1-ubyte"), rng.integers(0, 10, n))
+    return data
+
+
+def training(T, tmp):
+    """The examples as they are, on Fashion-MNIST; where the dataset is not
+    installed (a GPU machine), on random IDX files of its shapes."""
+    data = fmnist_dir(tmp)
     for model, steps in [("logreg", 30), ("mlp", 12)]:
         src = open(os.path.join(ROOT, "examples", model + ".kiln")).read().replace('"%s"' % FMNIST, '"%s"' % data)
         path = os.path.join(tmp, model + ".kiln")
@@ -167,6 +176,81 @@ def training(T, tmp):
         T.check("%s: every step's loss as on the CPU (rtol 1e-4)" % model, close,
                 "cpu %s\ncuda %s" % (l0[:6], l1[:6]))
         T.check("%s: the same accuracy (%s)" % (model, a1[0] if a1 else "none"), ok and a0 == a1 and a0, "%s %s" % (a0, a1))
+
+
+def load_st(path):
+    """A safetensors file's f32 tensors, read by hand (no package needed)."""
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    head = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
+            for k, v in head.items() if k != "__metadata__" and v["dtype"] == "F32"}
+
+
+def built(T, tmp):
+    """kiln build --arch: a binary carrying CUBINs runs its graphs on the device."""
+    d = os.path.join(tmp, "built")
+    os.makedirs(d)
+    src = os.path.join(d, "m.kiln")
+    with open(src, "w") as f:
+        f.write("input x : f32[B, 4]\nparam W : f32[4, 70] = glorot\nparam V : f32[70, 3] = glorot\n"
+                "logits = relu(x @ W) @ V\nsave \"%s\"\n" % os.path.join(d, "w.safetensors"))
+    np.save(os.path.join(d, "in.npy"), (np.arange(20, dtype=np.float32).reshape(5, 4) / 10))
+    p = run(["run", src])
+    exe, exe80, plain = (os.path.join(d, n) for n in ("m", "m80", "plain"))
+    w = ["--weights", os.path.join(d, "w.safetensors")]
+    b = run(["build", src, "-o", exe, "--arch", "sm_80,sm_90"])
+    T.check("kiln build --arch sm_80,sm_90 (NVRTC of this run's kind)", p.returncode == 0 and b.returncode == 0,
+            p.stderr + b.stderr)
+    i = subprocess.run([exe, "info"], capture_output=True, text=True)
+    T.check("the binary's info lists its CUDA kernels", "CUDA kernels: sm_80 sm_90 (--device cuda)" in i.stdout, i.stdout)
+    e = dict(os.environ)
+    e.update(device_env())
+    cpu = subprocess.run([exe, "predict", os.path.join(d, "in.npy")] + w, capture_output=True, text=True, env=e)
+    gpu = subprocess.run([exe, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
+                         text=True, env=e)
+    T.check("the binary predicts on the device what it predicts on the CPU",
+            cpu.returncode == 0 and gpu.returncode == 0 and cpu.stdout == gpu.stdout and cpu.stdout.startswith("[["),
+            cpu.stdout + gpu.stdout + gpu.stderr)
+    T.check("the binary says where it runs", "running on CUDA device 0: " in gpu.stderr, gpu.stderr)
+    mlp = os.path.join(d, "mlp")
+    b = run(["build", os.path.join(ROOT, "examples", "mlp.kiln"), "-o", mlp, "--arch", "sm_90"])
+    ck = {}
+    for dev in ("cpu", "cuda"):
+        out = os.path.join(d, "mlp-%s.safetensors" % dev)
+        p = subprocess.run([mlp, "train", "--data", fmnist_dir(tmp), "--epochs", "1", "--max-steps", "6",
+                            "--eval-examples", "200", "--progress", "lines", "--device", dev, "--out", out],
+                           capture_output=True, text=True, env=e)
+        ck[dev] = load_st(out) if p.returncode == 0 and os.path.exists(out) else None
+    # norm-wise: Adam's first steps move a weight by about lr whatever its gradient's size, so an
+    # element whose gradient is near 0 on both may differ by more than a rounding in relative terms
+    same = ck["cpu"] is not None and ck["cuda"] is not None and ck["cpu"].keys() == ck["cuda"].keys() and all(
+        np.abs(ck["cpu"][k] - ck["cuda"][k]).max() <= 1e-3 * np.abs(ck["cpu"][k]).max() + 1e-12 for k in ck["cpu"])
+    T.check("the MLP binary trains 6 steps on the device: weights and Adam's moments as on the CPU (1e-3 of each's max)",
+            b.returncode == 0 and same, b.stderr + p.stderr[-800:])
+    b = run(["build", src, "-o", plain])
+    p = subprocess.run([plain, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
+                       text=True, env=e)
+    T.check("a binary built without --arch: --device cuda is refused, with how to get kernels",
+            b.returncode == 0 and p.returncode == 1 and "carries no CUDA kernels (kiln build --arch sm_XX" in p.stderr,
+            b.stderr + p.stderr)
+    if REAL:
+        return
+    b = run(["build", src, "-o", exe80, "--arch", "sm_80"])
+    p = subprocess.run([exe80, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
+                       text=True, env=e)
+    T.check("kernels for sm_80 only, on an sm_90 device: refused, with the rebuild to make",
+            b.returncode == 0 and p.returncode == 1 and "carries CUDA kernels for sm_80, none of which runs on" in p.stderr
+            and "rebuild with kiln build --arch sm_90" in p.stderr, b.stderr + p.stderr)
+    # The real NVRTC's CUBINs go into a binary too (they cannot run here).
+    env = {k: "" for k in ("KILN_NVRTC",)}
+    b = run(["build", src, "-o", exe + "-real", "--arch", "sm_80,sm_90"], env=env)
+    i = subprocess.run([exe + "-real", "info"], capture_output=True, text=True)
+    T.check("with the toolkit's NVRTC: real CUBINs for sm_80 and sm_90 linked in",
+            b.returncode == 0 and "CUDA kernels: sm_80 sm_90" in i.stdout, b.stderr + i.stdout)
+    b = run(["build", src, "-o", exe + "-bad", "--arch", "eighty"])
+    T.check("kiln build --arch eighty is refused", b.returncode == 2 and "--arch takes architectures like sm_80,sm_90"
+            in b.stderr, b.stderr)
 
 
 def repl(T):
@@ -230,6 +314,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="kiln_cuda_run_") as tmp:
         refusals(T, tmp)
         repl(T)
+        built(T, tmp)
         products(T, blas=True)
         if not REAL:
             products(T, blas=False)
