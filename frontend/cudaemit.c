@@ -98,6 +98,20 @@ void prog_cuda_free(ProgCuda *c) {
   free(c);
 }
 
+static size_t aligned_bytes(const Node *n, const int64_t *D) {
+  size_t e = ir_dtype_size(n->dtype);
+  for (int d = 0; d < n->ndim; d++) e *= (size_t)(n->shape[d].sym ? n->shape[d].k * D[n->shape[d].sym] : n->shape[d].k);
+  return ((e ? e : 1) + 255) & ~(size_t)255;
+}
+
+void prog_cuda_plan(const Program *pr, const int64_t *D, size_t *workspace, size_t *args) {
+  *workspace = pr->workspace(D);
+  *args = 0;
+  for (int i = 0; i < pr->g->nin; i++) *args += aligned_bytes(pr->g->ins[i], D);
+  for (int i = 0; i < pr->s->nconst; i++) *args += (pr->s->consts[i]->a.nbytes + 255) & ~(size_t)255;
+  for (int i = 0; i < pr->g->nout; i++) *args += aligned_bytes(pr->g->outs[i], D);
+}
+
 static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
 
 int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {

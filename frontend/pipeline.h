@@ -84,6 +84,9 @@ void pipe_describe_device(const Pipe *p, char *buf, size_t len);
 // NVRTC for the device's architecture, the host function with the JIT. 0 or -1.
 int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen);
 void prog_cuda_free(ProgCuda *c);
+// The device memory a run of pr takes with dimensions D: its workspace, and its
+// inputs, constants and outputs in the arguments' arena (each 256-byte aligned).
+void prog_cuda_plan(const Program *pr, const int64_t *D, size_t *workspace, size_t *args);
 // prog_run's body for a program compiled for a GPU: the inputs and constants
 // copied to the device, the kernels run, the outputs copied back. 0 or PROG_DEVICE_ERROR.
 int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs);

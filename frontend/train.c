@@ -299,6 +299,21 @@ static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
   b->seed = ts->seed;
 }
 
+// On a GPU, the device memory the step plans at the batch size, said before the
+// first step: the arenas take it then, and no step allocates after.
+static void device_plan(Ev *ev, const Step *st, int64_t batch) {
+  int64_t D[65] = {0};
+  for (int i = 0; i < st->nin; i++) {
+    const Node *n = st->ins[i];
+    if (st->in_col[i] >= 0 && n->ndim && n->shape[0].sym && n->shape[0].k) D[n->shape[0].sym] = batch / n->shape[0].k;
+  }
+  size_t ws, args;
+  prog_cuda_plan(st->pr, D, &ws, &args);
+  fprintf(stderr, "kiln: CUDA device %d: the training step plans %.1f MiB of device memory at batch %lld (workspace %.1f, "
+          "arguments %.1f); the steps allocate none\n", ev->pipe.device, (ws + args) / 1048576.0, (long long)batch,
+          ws / 1048576.0, args / 1048576.0);
+}
+
 static volatile sig_atomic_t interrupt_flag;
 static void on_sigint(int sig) { (void)sig; interrupt_flag = 1; }
 
@@ -428,6 +443,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
   st.out_args = arena_alloc(ev->arena, sizeof *st.out_args * (st.nout + 1));
   run->nout = st.nout;
+  if (st.pr->cuda) device_plan(ev, &st, ts.batch);
   struct sigaction sa = {0};
   sa.sa_handler = on_sigint;
   sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once

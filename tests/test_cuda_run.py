@@ -30,6 +30,7 @@ the device from test.sh, with KILN_TEST_DEVICE=cuda.
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -176,6 +177,9 @@ def training(T, tmp):
         T.check("%s: every step's loss as on the CPU (rtol 1e-4)" % model, close,
                 "cpu %s\ncuda %s" % (l0[:6], l1[:6]))
         T.check("%s: the same accuracy (%s)" % (model, a1[0] if a1 else "none"), ok and a0 == a1 and a0, "%s %s" % (a0, a1))
+        T.check("%s: the step's planned device memory, said before the first step" % model,
+                re.search(r"CUDA device 0: the training step plans [\d.]+ MiB of device memory at batch \d+ \(workspace", err)
+                is not None, err[-600:])
 
 
 def load_st(path):
