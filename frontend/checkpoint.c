@@ -18,6 +18,7 @@ static OptKind held_kind(const Trainer *t) { return !strcmp(t->opt_kind, "sgd") 
 
 int save_checkpoint(Ev *ev, const char *path, char *err, size_t len) {
   Trainer *t = trainer(ev);
+  if (pipe_cuda_sync(&ev->pipe, err, len)) return -1;   // a training step's state on the GPU
   int cap = ev->nparams + 2 * t->nslots + 1, n = 0;
   RtNamedTensor *ts = calloc(cap, sizeof *ts);
   char **names = calloc(cap, sizeof *names);
@@ -70,6 +71,7 @@ OptSlots *slots_of(Trainer *t, const char *name) {
 void load_checkpoint(Ev *ev, const char *path, Span sp) {
   RtTensorFile f;
   char err[1024];
+  if (pipe_cuda_release(&ev->pipe, err, sizeof err)) ev_fail(ev, sp, "%s", err);   // its host copies are overwritten
   if (rt_safetensors_load(path, &f, err, sizeof err)) ev_fail(ev, sp, "%s", err);
   char missing[512] = "";
   size_t k = 0;

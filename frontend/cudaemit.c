@@ -98,18 +98,64 @@ void prog_cuda_free(ProgCuda *c) {
   free(c);
 }
 
-static size_t aligned_bytes(const Node *n, const int64_t *D) {
-  size_t e = ir_dtype_size(n->dtype);
-  for (int d = 0; d < n->ndim; d++) e *= (size_t)(n->shape[d].sym ? n->shape[d].k * D[n->shape[d].sym] : n->shape[d].k);
-  return ((e ? e : 1) + 255) & ~(size_t)255;
+// ---- state kept on the device (pipe_cuda_keep) ----
+static int is_kept(const Pipe *p, const void *host) {
+  for (int i = 0; host && i < p->nkept; i++) if (p->kept[i]->data == host) return 1;
+  return 0;
 }
 
-void prog_cuda_plan(const Program *pr, const int64_t *D, size_t *workspace, size_t *args) {
-  *workspace = pr->workspace(D);
-  *args = 0;
-  for (int i = 0; i < pr->g->nin; i++) *args += aligned_bytes(pr->g->ins[i], D);
-  for (int i = 0; i < pr->s->nconst; i++) *args += (pr->s->consts[i]->a.nbytes + 255) & ~(size_t)255;
-  for (int i = 0; i < pr->g->nout; i++) *args += aligned_bytes(pr->g->outs[i], D);
+// A copy whose host storage no kept tensor holds any more (its storage was
+// swapped for the next values, or freed) is stale or spare: let it go.
+static void forget_unkept(Pipe *p) {
+  for (int m = 0; m < p->nmirrors;) {
+    if (is_kept(p, p->mirrors[m].host)) { m++; continue; }
+    rt_cuda_sync(p->cx);
+    rt_cuda_free(p->cx, p->mirrors[m].dev);
+    p->mirrors[m] = p->mirrors[--p->nmirrors];
+  }
+}
+
+// host's device copy, made (and, for an input, filled) at its first use. Its index, or -2 on failure.
+static int mirror_of(Pipe *p, void *host, size_t bytes, int input) {
+  for (int m = 0; m < p->nmirrors; m++) if (p->mirrors[m].host == host) return m;
+  CUdeviceptr d = rt_cuda_alloc(p->cx, bytes);
+  if (!d || (input && rt_cuda_upload(p->cx, d, host, bytes))) { rt_cuda_free(p->cx, d); return -2; }
+  if (!(p->mirrors = realloc(p->mirrors, sizeof *p->mirrors * (p->nmirrors + 1)))) abort();
+  p->mirrors[p->nmirrors] = (PipeMirror){host, bytes, d, 0};
+  return p->nmirrors++;
+}
+
+void pipe_cuda_keep(Pipe *p, RtTensor *t) {
+  for (int i = 0; i < p->nkept; i++) if (p->kept[i] == t) return;
+  if (!p->cx) return;
+  if (!(p->kept = realloc(p->kept, sizeof *p->kept * (p->nkept + 1)))) abort();
+  p->kept[p->nkept++] = t;
+}
+
+int pipe_cuda_sync(Pipe *p, char *err, size_t errlen) {
+  int rc = 0;
+  if (!p->cx) return 0;
+  p->cx->err[0] = 0;
+  for (int m = 0; m < p->nmirrors && !rc; m++) {
+    PipeMirror *mi = &p->mirrors[m];
+    if (mi->host_stale && is_kept(p, mi->host)) rc = rt_cuda_download(p->cx, mi->host, mi->dev, mi->bytes);
+  }
+  if (!rc) rc = rt_cuda_sync(p->cx);
+  for (int m = 0; m < p->nmirrors && !rc; m++) p->mirrors[m].host_stale = 0;
+  if (rc) snprintf(err, errlen, "%s", p->cx->err);
+  return rc;
+}
+
+int pipe_cuda_release(Pipe *p, char *err, size_t errlen) {
+  int rc = pipe_cuda_sync(p, err, errlen);
+  p->nkept = 0;
+  if (p->cx) forget_unkept(p);
+  free(p->kept);
+  free(p->mirrors);
+  p->kept = NULL;
+  p->mirrors = NULL;
+  p->nmirrors = 0;
+  return rc;
 }
 
 static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
@@ -125,7 +171,24 @@ int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *
   for (int i = 0; i < nin; i++) host[i] = ins[i].data, bytes[i] = bytes_of(&ins[i]);
   for (int i = 0; i < nc; i++) host[nin + i] = (void *)s->consts[i]->a.data, bytes[nin + i] = s->consts[i]->a.nbytes;
   for (int i = 0; i < nout; i++) host[nin + nc + i] = outs[i].data, bytes[nin + nc + i] = bytes_of(&outs[i]);
-  int rc = rt_cuda_run(p->cx, &c->run, D, host, bytes, nin, nc, nout, ms);
+  CUdeviceptr *kept = p->nkept ? calloc(n ? n : 1, sizeof *kept) : NULL;
+  int rc = 0;
+  if (kept) {
+    forget_unkept(p);
+    int *wrote = calloc(p->nmirrors + n + 1, sizeof *wrote);
+    if (!wrote) abort();
+    for (int i = 0; i < n && !rc; i++) {
+      int m = is_kept(p, host[i]) ? mirror_of(p, host[i], bytes[i], i < nin + nc) : -1;
+      if (m == -2) rc = -1;
+      else if (m >= 0) kept[i] = p->mirrors[m].dev, wrote[m] |= i >= nin + nc;
+    }
+    if (!rc) rc = rt_cuda_run(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, ms);
+    for (int m = 0; m < p->nmirrors && !rc; m++) if (wrote[m]) p->mirrors[m].host_stale = 1;
+    free(wrote);
+  } else {
+    rc = rt_cuda_run(p->cx, &c->run, D, host, bytes, nin, nc, nout, NULL, ms);
+  }
+  free(kept);
   if (!rc && ms) {   // --profile: an epilogue's kernels count as their product's, as on the CPU
     for (int i = 0; i < c->cs.nsteps; i++) {
       const Kernel *K = &s->ks[c->cs.steps[i].k];
@@ -140,6 +203,8 @@ int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *
 }
 
 void pipe_cuda_free(Pipe *p) {
+  char err[8];
+  pipe_cuda_release(p, err, sizeof err);   // nothing reads the host copies any more: only the memory matters
   if (p->cx) {
     rt_cuda_exec_close(p->cx);
     free(p->cx);

@@ -14,6 +14,10 @@
 // kernels, workspace, argument sizes and matmul strategies) in place of the graph.
 #define PIPE_STATS "stats"
 
+// A tensor kept on the device while a train statement runs (pipe_cuda_keep):
+// its host storage and its device copy; host_stale once a step wrote the copy.
+typedef struct { void *host; size_t bytes; CUdeviceptr dev; int host_stale; } PipeMirror;
+
 typedef struct {
   IrCtx *c;
   Jit *jit;
@@ -27,6 +31,8 @@ typedef struct {
   RtCuda *cuda;             // NVRTC, loaded by the first compile (pipe_cuda_free)
   int device;               // -1: graphs run on the CPU; N: on CUDA device N (pipe_compile opens it)
   RtCudaExec *cx;           // with device >= 0: the device, its stream and arenas (pipe_cuda_free)
+  RtTensor **kept; int nkept;           // pipe_cuda_keep: whose storage stays on the device
+  PipeMirror *mirrors; int nmirrors;    // their device copies
   LowerOpts lower;          // what the runtime offers the lowering (pipe_lower_opts)
   int profile;              // kiln run --profile: programs time their kernels (prog_profile_print)
   const char *label;        // what the next pipe_compile compiles ("training step of f.kiln:3:1"):
@@ -84,13 +90,20 @@ void pipe_describe_device(const Pipe *p, char *buf, size_t len);
 // NVRTC for the device's architecture, the host function with the JIT. 0 or -1.
 int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen);
 void prog_cuda_free(ProgCuda *c);
-// The device memory a run of pr takes with dimensions D: its workspace, and its
-// inputs, constants and outputs in the arguments' arena (each 256-byte aligned).
-void prog_cuda_plan(const Program *pr, const int64_t *D, size_t *workspace, size_t *args);
 // prog_run's body for a program compiled for a GPU: the inputs and constants
 // copied to the device, the kernels run, the outputs copied back. 0 or PROG_DEVICE_ERROR.
 int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs);
 void pipe_cuda_free(Pipe *p);   // closes the device (programs on it must be freed first)
+// A training step's state (parameters, optimizer slots, statistics) kept on the
+// device between steps: a program run with t's current storage as an argument
+// uses the device copy, made at first use, and copies it neither in nor out.
+// The host copy is then stale until pipe_cuda_sync; pipe_cuda_release syncs
+// and forgets them all. The train statement keeps its state and releases it at
+// its end; whatever reads or writes the host copies meanwhile (a checkpoint's
+// save or load, the REPL leaving the device) syncs or releases first.
+void pipe_cuda_keep(Pipe *p, RtTensor *t);
+int pipe_cuda_sync(Pipe *p, char *err, size_t errlen);
+int pipe_cuda_release(Pipe *p, char *err, size_t errlen);
 // Bind the symbolic dimensions (D[sym]) from the inputs' shapes; checks every
 // input's dtype and shape. 0, or -1 with a message.
 int prog_bind(const Program *pr, const RtTensor *ins, int64_t *D, char *err, size_t errlen);

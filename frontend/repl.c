@@ -91,6 +91,7 @@ static void device(Repl *r, const char *arg) {
       return;
     }
     int was = p->device;
+    if (n < 0 && pipe_cuda_release(p, err, sizeof err)) { fprintf(stderr, "%s\n", err); return; }
     p->device = n;
     if (n >= 0 && pipe_open_device(p, err, sizeof err)) {
       fprintf(stderr, "%s: %s\n", arg, err);

@@ -299,19 +299,35 @@ static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
   b->seed = ts->seed;
 }
 
-// On a GPU, the device memory the step plans at the batch size, said before the
-// first step: the arenas take it then, and no step allocates after.
+// On a GPU: the step's state (parameters, optimizer slots, statistics) stays
+// on the device between steps; the scalars the host sets each step do not.
+static int kept_on_device(const Step *st, int i) {
+  int scalar = st->in_val[i] >= st->scalars && st->in_val[i] < st->scalars + OPT_NSCALARS + 1;
+  return st->in_col[i] < 0 && !scalar;
+}
+
+static size_t device_bytes(const Node *n, const int64_t *D) {
+  size_t e = ir_dtype_size(n->dtype);
+  for (int d = 0; d < n->ndim; d++) e *= (size_t)(n->shape[d].sym ? n->shape[d].k * D[n->shape[d].sym] : n->shape[d].k);
+  return ((e ? e : 1) + 255) & ~(size_t)255;
+}
+
+// The device memory the step plans at the batch size, said before the first
+// step: the workspace and the state kept there, taken by the second step (the
+// first writes its results to fresh storage), and what each step copies.
 static void device_plan(Ev *ev, const Step *st, int64_t batch) {
   int64_t D[65] = {0};
   for (int i = 0; i < st->nin; i++) {
     const Node *n = st->ins[i];
     if (st->in_col[i] >= 0 && n->ndim && n->shape[0].sym && n->shape[0].k) D[n->shape[0].sym] = batch / n->shape[0].k;
   }
-  size_t ws, args;
-  prog_cuda_plan(st->pr, D, &ws, &args);
-  fprintf(stderr, "kiln: CUDA device %d: the training step plans %.1f MiB of device memory at batch %lld (workspace %.1f, "
-          "arguments %.1f); the steps allocate none\n", ev->pipe.device, (ws + args) / 1048576.0, (long long)batch,
-          ws / 1048576.0, args / 1048576.0);
+  size_t ws = st->pr->workspace(D), state = 0, copied = device_bytes(st->pr->g->outs[0], D);   // the loss
+  for (int i = 0; i < st->nin; i++) *(kept_on_device(st, i) ? &state : &copied) += device_bytes(st->ins[i], D);
+  for (int i = 0; i < st->pr->s->nconst; i++) copied += (st->pr->s->consts[i]->a.nbytes + 255) & ~(size_t)255;
+  fprintf(stderr, "kiln: CUDA device %d: the training step plans %.1f MiB of device memory at batch %lld: workspace %.1f, "
+          "state kept on the device %.1f (twice that in its first step, whose results go beside it), copied each step "
+          "%.1f; allocated by the first step, none after\n", ev->pipe.device, (ws + 2 * state + copied) / 1048576.0,
+          (long long)batch, ws / 1048576.0, state / 1048576.0, copied / 1048576.0);
 }
 
 static volatile sig_atomic_t interrupt_flag;
@@ -391,6 +407,8 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   Trainer *t = trainer(ev);
   Run *run = &t->run;
   run_end(run);   // what an earlier statement's error left (the REPL goes on after errors)
+  char perr[1024];
+  if (pipe_cuda_release(&ev->pipe, perr, sizeof perr)) ev_fail(ev, s->span, "%s", perr);
   Node *loss = ev_tensor(ev, ev_eval_expr(ev, ev->globals, s->lhs), s->lhs->span, "the loss");
   if (loss->ndim) {
     char b[128];
@@ -443,7 +461,12 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
   st.out_args = arena_alloc(ev->arena, sizeof *st.out_args * (st.nout + 1));
   run->nout = st.nout;
-  if (st.pr->cuda) device_plan(ev, &st, ts.batch);
+  if (st.pr->cuda) {
+    device_plan(ev, &st, ts.batch);
+    for (int i = 0; i < st.nin; i++) if (kept_on_device(&st, i)) pipe_cuda_keep(&ev->pipe, st.in_val[i]);
+    // and so do the step's next values, in the storage the first step gives them
+    for (int o = 1; o < st.nout; o++) pipe_cuda_keep(&ev->pipe, &st.out[o]);
+  }
   struct sigaction sa = {0};
   sa.sa_handler = on_sigint;
   sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once
@@ -451,6 +474,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   sigaction(SIGINT, &sa, &run->old);
   run->sigint_set = 1;
   int stopped = rt_train_loop(&l) == 1;   // errors unwind from ev_run_program with longjmp
+  if (pipe_cuda_release(&ev->pipe, err, sizeof err)) ev_fail(ev, s->span, "%s", err);   // the host's copies current again
   const char *title = strrchr(s->span.src->name, '/');
   finish_run(ev, t, stopped, title ? title + 1 : s->span.src->name);
   if (stopped) {

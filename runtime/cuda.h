@@ -222,10 +222,15 @@ int rt_cuda_prog_load(RtCudaExec *x, RtCudaProg *g, const void *image, const cha
 void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g);
 // Runs g: the nin inputs and nconst constants (host[i], bytes[i]) copied to the
 // arguments' arena, the host function, the nout outputs copied back into host[],
-// the wait. step_ms: with it, x->profiling is set and each step's milliseconds
-// are added to step_ms[i]. 0, or -1 with the reason in x->err.
+// the wait. resident: NULL, or for each argument a device address that holds it
+// already (neither copied in nor out), 0 for one to copy. step_ms: with it,
+// x->profiling is set and each step's milliseconds are added to step_ms[i].
+// 0, or -1 with the reason in x->err.
 int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
-                int nconst, int nout, double *step_ms);
+                int nconst, int nout, const CUdeviceptr *resident, double *step_ms);
+// An allocation of its own (a tensor kept on the device), 0 on failure (x->err); and its release.
+CUdeviceptr rt_cuda_alloc(RtCudaExec *x, size_t bytes);
+void rt_cuda_free(RtCudaExec *x, CUdeviceptr p);
 
 // Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
 int rt_cuda_parse_device(const char *s);

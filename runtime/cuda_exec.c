@@ -108,6 +108,16 @@ int rt_cuda_launch(void *xp, int step, int64_t work, int per_block, void **param
   return r ? failed(x, r, "cuLaunchKernel (kernel %d of %d, %u blocks)", step, x->nfns, (unsigned)blocks) : 0;
 }
 
+CUdeviceptr rt_cuda_alloc(RtCudaExec *x, size_t bytes) {
+  CUdeviceptr p = 0;
+  CUresult r = x->cu->cuMemAlloc(&p, bytes ? bytes : 1);
+  return r ? failed(x, r, "cuMemAlloc of %zu bytes", bytes), 0 : p;
+}
+
+void rt_cuda_free(RtCudaExec *x, CUdeviceptr p) {
+  if (p) x->cu->cuMemFree(p);
+}
+
 int rt_cuda_mark(void *xp, int i) {
   RtCudaExec *x = xp;
   if (!x->profiling) return 0;
@@ -220,12 +230,13 @@ void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g) {
 // (the kernels read 16 bytes at a time); an output over a donated input starts
 // as a copy of it on the device (the host function makes it).
 int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
-                int nconst, int nout, double *step_ms) {
+                int nconst, int nout, const CUdeviceptr *resident, double *step_ms) {
   int n = nin + nconst + nout;
   CUdeviceptr stack[64], *dev = n <= 64 ? stack : malloc(sizeof *dev * n);
   if (!dev) abort();
   size_t total = 0;
   for (int i = 0; i < n; i++) {
+    if (resident && resident[i]) continue;
     dev[i] = total;
     total += ((bytes[i] ? bytes[i] : 1) + 255) & ~(size_t)255;
   }
@@ -236,10 +247,12 @@ int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *cons
   x->profiling = step_ms != NULL;
   CUdeviceptr base = rt_cuda_args(x, total);
   int rc = base ? 0 : -1;
-  for (int i = 0; i < n; i++) dev[i] += base;
-  for (int i = 0; i < nin + nconst && !rc; i++) rc = rt_cuda_upload(x, dev[i], host[i], bytes[i]);
+#define KEPT(i) (resident && resident[i])
+  for (int i = 0; i < n; i++) dev[i] = KEPT(i) ? resident[i] : dev[i] + base;
+  for (int i = 0; i < nin + nconst && !rc; i++) if (!KEPT(i)) rc = rt_cuda_upload(x, dev[i], host[i], bytes[i]);
   if (!rc) rc = g->host(x, D, dev, dev + nin, dev + nin + nconst);
-  for (int i = nin + nconst; i < n && !rc; i++) rc = rt_cuda_download(x, host[i], dev[i], bytes[i]);
+  for (int i = nin + nconst; i < n && !rc; i++) if (!KEPT(i)) rc = rt_cuda_download(x, host[i], dev[i], bytes[i]);
+#undef KEPT
   if (!rc) rc = rt_cuda_sync(x);
   for (int i = 0; step_ms && !rc && i < g->nsteps; i++) step_ms[i] += rt_cuda_step_ms(x, i);
   x->fns = NULL;

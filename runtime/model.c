@@ -334,7 +334,7 @@ static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *
   for (int i = 0; i < g->nin; i++) host[i] = in[i]->data, bytes[i] = rt_tensor_nbytes(in[i]);
   for (int i = 0; i < g->nconst; i++) host[g->nin + i] = (void *)g->consts[i], bytes[g->nin + i] = g->cuda->const_bytes[i];
   for (int i = 0; i < g->nout; i++) host[g->nin + g->nconst + i] = out[i].data, bytes[g->nin + g->nconst + i] = rt_tensor_nbytes(&out[i]);
-  int rc = rt_cuda_run(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, NULL);
+  int rc = rt_cuda_run(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, NULL, NULL);
   free(host);
   free(bytes);
   return rc ? fail(err, errlen, "%s", s->cx->err) : 0;

@@ -16,7 +16,10 @@ kernels' own. With --real, the same checks go to the machine's driver and NVRTC.
   tiles and the 16-deep steps, transposed operands read in place, batches,
   a weight broadcast over a batch, f64, symbolic sizes, a convolution;
 * training: the logistic regression and the MLP of examples/ on Fashion-MNIST,
-  every step's loss (--log) and the accuracy as on the CPU;
+  every step's loss (--log) and the accuracy as on the CPU, the state kept on
+  the device between steps and brought back for the epoch's checkpoint and
+  at the end (bit for bit the same), and the CPU's; a train statement in the
+  REPL, its weights read after it on the device and on the CPU;
 * the REPL's :device, switching between the CPU and the GPU;
 * kiln build --arch: the binary's CUDA kernels, predict on the device as on
   the CPU, the refusals (no kernels, none for the device's architecture);
@@ -162,13 +165,22 @@ def training(T, tmp):
         src = open(os.path.join(ROOT, "examples", model + ".kiln")).read().replace('"%s"' % FMNIST, '"%s"' % data)
         path = os.path.join(tmp, model + ".kiln")
         with open(path, "w") as f:
-            f.write(src.replace("save ", "# save "))
+            f.write(re.sub(r'(?m)^save .*$', '', src) + 'save "%s"\n' % os.path.join(tmp, model + "-end.safetensors"))
         got = {}
         for dev in ["cpu", "cuda"]:
             log = os.path.join(tmp, "%s-%s.csv" % (model, dev))
-            p = run(["run", path, "--epochs", "1", "--max-steps", str(steps),
+            ck = os.path.join(tmp, "%s-%s.safetensors" % (model, dev))
+            p = run(["run", path, "--epochs", "1", "--max-steps", str(steps), "--checkpoint", ck,
                      "--eval-examples", "500", "--progress", "lines", "--device", dev, "--log", log])
             acc = [l for l in p.stdout.split("\n") if l.startswith("accuracy:")]
+            if dev == "cuda" and p.returncode == 0:   # the epoch's checkpoint, saved while the state was on the device
+                mid, end = load_st(ck), load_st(os.path.join(tmp, model + "-end.safetensors"))
+                cpu = load_st(os.path.join(tmp, "%s-cpu.safetensors" % model))
+                T.check("%s: the checkpoint saved during training on the device is the state at its end, bit for bit"
+                        % model, mid.keys() == end.keys() and all(np.array_equal(mid[k], end[k]) for k in mid))
+                T.check("%s: and the CPU's, within 1e-3 of each tensor's largest value" % model,
+                        mid.keys() == cpu.keys() and all(np.abs(mid[k] - cpu[k]).max() <= 1e-3 * np.abs(cpu[k]).max()
+                                                         + 1e-12 for k in mid))
             got[dev] = (p.returncode, losses(log) if p.returncode == 0 else [], acc, p.stderr)
         (rc0, l0, a0, _), (rc1, l1, a1, err) = got["cpu"], got["cuda"]
         ok = rc0 == 0 and rc1 == 0 and len(l0) == steps and len(l1) == steps
@@ -178,7 +190,8 @@ def training(T, tmp):
                 "cpu %s\ncuda %s" % (l0[:6], l1[:6]))
         T.check("%s: the same accuracy (%s)" % (model, a1[0] if a1 else "none"), ok and a0 == a1 and a0, "%s %s" % (a0, a1))
         T.check("%s: the step's planned device memory, said before the first step" % model,
-                re.search(r"CUDA device 0: the training step plans [\d.]+ MiB of device memory at batch \d+ \(workspace", err)
+                re.search(r"CUDA device 0: the training step plans [\d.]+ MiB of device memory at batch \d+: workspace [\d.]+, "
+                          r"state kept on the device", err)
                 is not None, err[-600:])
 
 
@@ -257,6 +270,27 @@ def built(T, tmp):
             in b.stderr, b.stderr)
 
 
+def repl_training(T, tmp):
+    """Training in the REPL on the device, then the weights read on the device and,
+    after :device cpu, on the CPU: the state kept on the device during the train
+    statement is back on the host after it."""
+    rng = np.random.default_rng(3)
+    path = os.path.join(tmp, "small.csv")
+    x = rng.normal(0, 1, (300, 5)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(int)
+    np.savetxt(path, np.column_stack([x, y]), delimiter=",", fmt="%.6g")
+    prog = ('data d = csv("%s")\ninput x : f32[B, 5]\ninput y : i32[B]\nparam W : f32[5, 2] = zeros\n'
+            'train mean(softmax_cross_entropy(x @ W, y)) on d.train with adam(lr=0.05), batch=32, epochs=3\n'
+            'print sum(W * W), W[0, 0]\n' % path)
+    cpu = run([], stdin=prog)
+    gpu = run([], stdin=":device cuda\n" + prog + ":device cpu\nprint sum(W * W), W[0, 0]\n")
+    want = cpu.stdout.strip().split("\n")[-1]
+    got = [l for l in gpu.stdout.strip().split("\n") if not l.startswith("CUDA device") and not l.startswith("cpu (")]
+    T.check("REPL: a train statement on the device, its weights as on the CPU, read on the device and then on the CPU",
+            cpu.returncode == 0 and gpu.returncode == 0 and len(got) == 2 and got[0] == want and got[1] == want,
+            cpu.stdout + cpu.stderr + "\n---\n" + gpu.stdout + gpu.stderr)
+
+
 def repl(T):
     p = run([], stdin="x = [1.0, 2.0, 3.0]\n:device\nsum(exp(x))\n:device cuda\n:device\nsum(exp(x))\n"
                       "softmax(x, axis=0)\n:device cpu\nsum(exp(x))\n:device cuda:7\n:device gpu\n")
@@ -318,6 +352,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="kiln_cuda_run_") as tmp:
         refusals(T, tmp)
         repl(T)
+        repl_training(T, tmp)
         built(T, tmp)
         products(T, blas=True)
         if not REAL:
