@@ -173,6 +173,7 @@ int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *
   for (int i = 0; i < nout; i++) host[nin + nc + i] = outs[i].data, bytes[nin + nc + i] = bytes_of(&outs[i]);
   CUdeviceptr *kept = p->nkept ? calloc(n ? n : 1, sizeof *kept) : NULL;
   int rc = 0;
+  p->cx->err[0] = 0;   // mirror_of may fail before rt_cuda_run clears it
   if (kept) {
     forget_unkept(p);
     int *wrote = calloc(p->nmirrors + n + 1, sizeof *wrote);

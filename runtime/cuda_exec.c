@@ -2,8 +2,9 @@
 // run on a GPU: launches, the device workspace, copies; and the staging of a
 // run's arguments. Memory comes from two device arenas that only grow (the
 // workspace, sized by the graph's memory plan, and the arguments), so a run
-// after the first allocates nothing. Everything is queued on one stream; the
-// first failure is kept in RtCudaExec.err and ends the run.
+// after the first allocates nothing; a tensor kept on the device (a training
+// step's state) has an allocation of its own (rt_cuda_alloc). Everything is
+// queued on one stream; the first failure is kept in RtCudaExec.err and ends the run.
 #include "cuda.h"
 
 #include <stdarg.h>
