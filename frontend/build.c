@@ -443,7 +443,12 @@ static int write_header(const char *path, const char *N, const char *file, ApiSh
     "// labels n values of the label input's type; *loss gets the batch's loss. lr < 0: the\n"
     "// program's learning rate. -1 when the program has no train statement.\n"
     "int %s_train_step(%s_model *m, const void *x, const void *labels, int64_t n, double lr,\n"
-    "                  double *loss, char *err, size_t errlen);\n\n"
+    "                  double *loss, char *err, size_t errlen);\n", N, N);
+  fprintf(f,
+    "// Where the calls run from now on: \"cpu\" (the default), \"cuda\" or \"cuda:N\". A GPU needs\n"
+    "// the library built with kiln build --arch for its architecture, and a model moves to one\n"
+    "// GPU once (create another for the CPU or another GPU).\n"
+    "int %s_device(%s_model *m, const char *device, char *err, size_t errlen);\n\n"
     "#ifdef __cplusplus\n}\n#endif\n#endif\n", N, N);
   return fclose(f);
 }
@@ -494,8 +499,12 @@ static int write_api_c(const char *path, const char *name, ApiShape sh) {
     "    const RtArg *a = data_arg(g, c);\n"
     "    if (a) cols[c] = batch_of(a, ptr[c], n);\n"
     "  }\n"
-    "  return rt_session_train_step(m->s, cols, lr, loss, err, errlen);\n}\n",
-    name, name, name, name, name, name);
+    "  return rt_session_train_step(m->s, cols, lr, loss, err, errlen);\n}\n\n"
+    "int %s_device(%s_model *m, const char *device, char *err, size_t errlen) {\n"
+    "  int n = rt_cuda_parse_device(device);\n"
+    "  if (n == -2) { snprintf(err, errlen, \"the device is cpu, cuda or cuda:N, not '%%s'\", device); return -1; }\n"
+    "  return rt_session_device(m->s, n, err, errlen);\n}\n",
+    name, name, name, name, name, name, name, name);
   return fclose(f);
 }
 
@@ -600,8 +609,8 @@ static int link_lib(const BuildOpts *o, const char *name, const char *dir, const
   if (run_cmd(cmd)) { snprintf(err, n, "compiling the model's C failed: %s", cmd); return -1; }
   snprintf(path, sizeof path, "%s.a", o->out);
   unlink(path);
-  snprintf(cmd, sizeof cmd, "mkdir -p '%s/rt' && cd '%s/rt' && ar x '%s' && ar rcs '%s%s.a' '%s/model.o' '%s/api.o'%s '%s'/rt/*.o",
-           dir, dir, lib, o->out[0] == '/' ? "" : "$OLDPWD/", o->out, dir, dir, objs, dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/rt' && cd '%s/rt' && ar x '%s' && ar rcs %s'%s.a' '%s/model.o' '%s/api.o'%s '%s'/rt/*.o",
+           dir, dir, lib, o->out[0] == '/' ? "" : "\"$OLDPWD\"/", o->out, dir, dir, objs, dir);
   if (run_cmd(cmd)) { snprintf(err, n, "making %s.a failed: %s", o->out, cmd); return -1; }
   snprintf(cmd, sizeof cmd, "%s -shared -Wl,--exclude-libs,ALL -o '%s.so' '%s/model.o' '%s/api.o'%s '%s' %s", cc, o->out, dir, dir, objs, lib, KILN_RT_LINK_SHARED);
   if (run_cmd(cmd)) { snprintf(err, n, "linking %s.so failed: %s", o->out, cmd); return -1; }

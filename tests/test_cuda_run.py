@@ -59,11 +59,11 @@ def device_env():
             "KILN_CUBLAS": os.path.join(lib, "libkiln_fakecublas.so")}
 
 
-def run(args, env=None, stdin=None, timeout=900):
+def run(args, env=None, stdin=None, timeout=900, cwd=None):
     e = dict(os.environ)
     e.update(device_env())
     e.update(env or {})
-    return subprocess.run([KILN] + args, capture_output=True, text=True, timeout=timeout, env=e, input=stdin)
+    return subprocess.run([KILN] + args, capture_output=True, text=True, timeout=timeout, env=e, input=stdin, cwd=cwd)
 
 
 def products(T, blas):
@@ -245,6 +245,31 @@ def built(T, tmp):
         np.abs(ck["cpu"][k] - ck["cuda"][k]).max() <= 1e-3 * np.abs(ck["cpu"][k]).max() + 1e-12 for k in ck["cpu"])
     T.check("the MLP binary trains 6 steps on the device: weights and Adam's moments as on the CPU (1e-3 of each's max)",
             b.returncode == 0 and same, b.stderr + p.stderr[-800:])
+    # A library (--lib --arch): its C API's m_device moves the model to the GPU.
+    lib = os.path.join(d, "libm")
+    b = run(["build", src, "--lib", "-o", lib, "--arch", "sm_90"])
+    app = os.path.join(d, "app.c")
+    with open(app, "w") as f:
+        f.write('#include "m.h"\n#include <stdio.h>\n#include <stdlib.h>\n'
+                'int main(int argc, char **argv) {\n  char err[512];\n  m_model *m = m_create(1, err, sizeof err);\n'
+                '  if (!m || m_load(m, argv[1], err, sizeof err) || (argc > 2 && m_device(m, argv[2], err, sizeof err))) {\n'
+                '    fprintf(stderr, "%s\\n", err); return 1;\n  }\n'
+                '  float x[8] = {0.1f, 0.2f, 0.3f, 0.4f, -1, 2, -3, 4}, y[6];\n'
+                '  if (m_forward(m, x, 2, y, err, sizeof err)) { fprintf(stderr, "%s\\n", err); return 1; }\n'
+                '  for (int i = 0; i < 6; i++) printf("%.9g ", y[i]);\n  m_free(m);\n  return 0;\n}\n')
+    cc = subprocess.run(["cc", "-o", os.path.join(d, "app"), app, "-I", d, "-L", d, "-lm", "-Wl,-rpath," + d,
+                         "-l:libm.so"], capture_output=True, text=True)
+    outs = [subprocess.run([os.path.join(d, "app"), os.path.join(d, "w.safetensors")] + extra, capture_output=True,
+                           text=True, env=e) for extra in ([], ["cuda"], ["gpu"])]
+    T.check("a library built with --arch: m_device(m, \"cuda\") runs its forward on the device, as on the CPU",
+            b.returncode == 0 and cc.returncode == 0 and outs[0].returncode == 0 and outs[1].returncode == 0
+            and outs[0].stdout == outs[1].stdout and len(outs[0].stdout.split()) == 6,
+            b.stderr + cc.stderr + outs[0].stdout + outs[0].stderr + outs[1].stdout + outs[1].stderr)
+    b = run(["build", "m.kiln", "--lib", "-o", "librel"], cwd=d)
+    T.check("kiln build --lib with a relative -o (the archive was once written to a literal $OLDPWD)",
+            b.returncode == 0 and os.path.exists(os.path.join(d, "librel.a")), b.stderr)
+    T.check("m_device with a malformed device: an error", outs[2].returncode == 1 and
+            "the device is cpu, cuda or cuda:N, not 'gpu'" in outs[2].stderr, outs[2].stderr)
     b = run(["build", src, "-o", plain])
     p = subprocess.run([plain, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
                        text=True, env=e)
