@@ -904,21 +904,30 @@ void cg_emit_layout(const Schedule *s, Str *h, int scratch) {
   str_put(h, "  return total;\n}\n");
 }
 
-static const char *kind_args[] = {"in", "cst", "out", ""};
+static const char *const kind_args[] = {"in", "cst", "out", ""};
 
-// An output computed over a donated input (Buffer.shares) is updated in place
-// in its own storage: a caller that gave it storage other than the input's
-// gets the input copied there first.
-static void shared_outputs(const Schedule *s, Str *host) {
-  for (int b = 0; b < s->nbufs; b++) {
-    const Buffer *B = &s->bufs[b];
+void cg_emit_buffers(const Schedule *s, Str *h, const char *b, void (*copy)(Str *h, int dst, int src, const char *bytes)) {
+  for (int k = 0; k < s->nbufs; k++) {
+    const Buffer *B = &s->bufs[k];
+    if (B->kind == BUF_TEMP) str_put(h, "  %s[%d] = ws + at[%d];\n", b, k, B->slot);
+    else str_put(h, "  %s[%d] = %s[%d];\n", b, k, kind_args[B->kind], B->arg);
+  }
+  // An output computed over a donated input (Buffer.shares) is updated in place
+  // in its own storage: a caller that gave it storage other than the input's
+  // gets the input copied there first.
+  for (int k = 0; k < s->nbufs; k++) {
+    const Buffer *B = &s->bufs[k];
     if (B->kind != BUF_OUTPUT || B->shares < 0) continue;
     int i = sched_buf(s, s->g->ins[B->shares]);   // the kernel computing B reads it: it has a buffer
-    char n[160];
+    char n[160], bytes[200];
     cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
-    str_put(host, "  if (A.b[%d] != A.b[%d]) __builtin_memcpy(A.b[%d], A.b[%d], (size_t)%s * %zu);\n", b, i, b, i, n,
-            ir_dtype_size(B->node->dtype));
+    snprintf(bytes, sizeof bytes, "(size_t)%s * %zu", n, ir_dtype_size(B->node->dtype));
+    copy(h, k, i, bytes);
   }
+}
+
+static void host_copy(Str *h, int dst, int src, const char *bytes) {
+  str_put(h, "  if (A.b[%d] != A.b[%d]) __builtin_memcpy(A.b[%d], A.b[%d], %s);\n", dst, src, dst, src, bytes);
 }
 
 // With profiling, the host reads the clock after each kernel (an epilogue's
@@ -949,12 +958,7 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
     str_put(&body, "extern uint64_t *rt_profile(void *rt);\nextern uint64_t rt_clock_ns(void);\n");
     str_put(&host, "  uint64_t *P = rt_profile(rt), t0 = rt_clock_ns(), t1;\n");
   }
-  for (int b = 0; b < s->nbufs; b++) {
-    const Buffer *B = &s->bufs[b];
-    if (B->kind == BUF_TEMP) str_put(&host, "  A.b[%d] = ws + at[%d];\n", b, B->slot);
-    else str_put(&host, "  A.b[%d] = %s[%d];\n", b, kind_args[B->kind], B->arg);
-  }
-  shared_outputs(s, &host);
+  cg_emit_buffers(s, &host, "A.b", host_copy);
   for (int k = 0; k < s->nk; k++) {
     const Kernel *K = &s->ks[k];
     char work[128], grain[128];

@@ -57,6 +57,11 @@ void cg_row_offsets(Gen *g, Node *x, int ax, int labels);
 // layout(D, at): the workspace slots' offsets (at[nslots]: the scratch, with
 // scratch = 1) and the total bytes, as a static C function (cgen.c).
 void cg_emit_layout(const Schedule *s, Str *h, int scratch);
+// The host function's buffer addresses: each buffer b as `B[b]` (B: "A.b", "b"), a
+// temporary at `ws + at[slot]`, an argument from in/cst/out; then, for each
+// output computed over a donated input, copy(h, output, input, bytes) writes the
+// statement that starts it as a copy of that input when their storage differs.
+void cg_emit_buffers(const Schedule *s, Str *h, const char *B, void (*copy)(Str *h, int dst, int src, const char *bytes));
 // text (n bytes, freed) with each KILN_PFX replaced by kiln_<64-bit FNV-1a hash
 // of the text as it is>, also written to pfx: entry points are named after
 // what they compute, so equal programs share compiled code and names.

@@ -25,7 +25,8 @@ void cg_source_free(CSource *cs);
 // The CUDA emitter (cuda.c): the same kernels as `extern "C" __global__` functions
 // for NVRTC, and a host function in C that runs them. A kernel's parameters are the
 // dimensions by value (<prefix>_dims), then its output buffer, then the buffers it reads,
-// in Kernel.reads order. Matrix products are kernels too (tiled; cuBLAS to come).
+// in Kernel.reads order. Matrix products are tiled kernels too; the host function
+// calls cuBLAS instead where the operands' layout allows.
 typedef struct {
   int k;               // the schedule's kernel
   char name[48];       // the __global__ function

@@ -2,8 +2,8 @@
 // NVRTC. Element values come from the same expression printer (cexpr.c), so one op
 // table row gives both targets; what differs is the loop around them: grid-stride
 // loops over elements, a block per reduction output or row op row, warp shuffles.
-// Matrix products are tiled kernels here (cuBLAS is not used yet). A host
-// function in C, compiled by the CPU's JIT, launches them in order.
+// A host function in C, compiled by the CPU's JIT, launches them in order and
+// sends the matrix products cuBLAS takes to cuBLAS, the rest to a tiled kernel.
 #include "cgen_int.h"
 #include <inttypes.h>
 #include <stdlib.h>
@@ -411,7 +411,8 @@ static void scatter_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
 // Operands are read with the expression printer at (batch..., row, depth), so a
 // transposed or broadcast view, and the windows of an implicit im2col, are
 // read where they are, never copied. Products accumulate in their own type,
-// as the CPU's GEMM does. cuBLAS is not used yet.
+// as the CPU's GEMM does. The host runs this kernel for the products cuBLAS
+// does not take (gemm_call).
 enum { TILE = 64, DEPTH = 16 };
 
 static void operand_tile(Gen *g, Node *n, Node *op, int rows_of_a) {
@@ -522,7 +523,9 @@ static const char host_prelude[] =
   "extern int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda,\n"
   "                        int64_t sa, KDev b, int tb, int64_t ldb, int64_t sb, KDev c, int64_t ldc, int64_t sc);\n";
 
-static const char *const kind_args[] = {"in", "cst", "out", ""};
+static void device_copy(Str *h, int dst, int src, const char *bytes) {
+  str_put(h, "  if (b[%d] != b[%d] && rt_cuda_copy(x, b[%d], b[%d], %s)) return -1;\n", dst, src, dst, src, bytes);
+}
 
 // An operand of a product as cuBLAS takes it: a matrix with unit stride along
 // its rows (ta = 0, ld its row stride) or its columns (ta = 1), and a batch
@@ -570,21 +573,7 @@ static void emit_host(const Schedule *s, const CudaSource *cs, Str *h) {
           s->nbufs ? s->nbufs : 1);
   str_put(h, "  (void)in; (void)cst; (void)out; (void)ws; (void)b;\n");
   str_put(h, "  if (total && !(ws = rt_cuda_workspace(x, total))) return -1;\n");
-  for (int b = 0; b < s->nbufs; b++) {
-    const Buffer *B = &s->bufs[b];
-    if (B->kind == BUF_TEMP) str_put(h, "  b[%d] = ws + at[%d];\n", b, B->slot);
-    else str_put(h, "  b[%d] = %s[%d];\n", b, kind_args[B->kind], B->arg);
-  }
-  // An output computed over a donated input starts as a copy of it (cgen.c's shared_outputs).
-  for (int b = 0; b < s->nbufs; b++) {
-    const Buffer *B = &s->bufs[b];
-    if (B->kind != BUF_OUTPUT || B->shares < 0) continue;
-    int i = sched_buf(s, s->g->ins[B->shares]);
-    char n[160];
-    cg_prod(n, sizeof n, B->node->shape, 0, B->node->ndim);
-    str_put(h, "  if (b[%d] != b[%d] && rt_cuda_copy(x, b[%d], b[%d], (size_t)%s * %zu)) return -1;\n", b, i, b, i, n,
-            ir_dtype_size(B->node->dtype));
-  }
+  cg_emit_buffers(s, h, "b", device_copy);   // an output over a donated input starts as its copy
   for (int i = 0; i < cs->nsteps; i++) {
     const CudaStep *st = &cs->steps[i];
     const Kernel *K = &s->ks[st->k];

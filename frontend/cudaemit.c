@@ -57,15 +57,6 @@ int pipe_open_device(Pipe *p, char *err, size_t errlen) {
   return 0;
 }
 
-void pipe_describe_device(const Pipe *p, char *buf, size_t len) {
-  const RtCudaExec *x = p->cx;
-  int k = snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through ", x->dev.ordinal, x->dev.name,
-                   x->dev.sm, x->dev.total_mem >> 20);
-  if (k < 0 || (size_t)k >= len) return;
-  if (x->blas) snprintf(buf + k, len - k, "cuBLAS (%s)", p->cuda->cublas_name);
-  else snprintf(buf + k, len - k, "Kiln's tiled kernels (%s)", x->blas_why);
-}
-
 int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen) {
   if (pipe_open_device(p, err, errlen)) return -1;
   ProgCuda *c = pr->cuda = calloc(1, sizeof *pr->cuda);

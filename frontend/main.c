@@ -198,7 +198,7 @@ static int run_program(const Opts *o) {
     if (pipe_open_device(&ev->pipe, err, sizeof err)) { fprintf(stderr, "kiln: --device %s: %s\n", o->device, err); rc = 1; }
     else {
       char what[640];
-      pipe_describe_device(&ev->pipe, what, sizeof what);
+      rt_cuda_describe(ev->pipe.cx, what, sizeof what);
       fprintf(stderr, "kiln: running on %s\n", what);
     }
   }

@@ -83,9 +83,6 @@ int pipe_emit_cuda(Pipe *p, const Schedule *s, char *err, size_t errlen);
 int pipe_cuda_archs(const char *s, int *archs, int max);   // "sm_80,sm_90": the count, -1 if malformed
 // Opens Pipe.device (cx) if not yet open. 0, or -1 with the reason: no driver, no such device.
 int pipe_open_device(Pipe *p, char *err, size_t errlen);
-// "CUDA device 0: NVIDIA H200 (sm_90, 143771 MiB); products through cuBLAS (libcublas.so.13)"
-// or "...; products through Kiln's tiled kernels (cuBLAS not found: ...)". The device must be open.
-void pipe_describe_device(const Pipe *p, char *buf, size_t len);
 // Compile pr's schedule for Pipe.device (opened on first use): the kernels with
 // NVRTC for the device's architecture, the host function with the JIT. 0 or -1.
 int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen);

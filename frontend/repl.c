@@ -101,7 +101,7 @@ static void device(Repl *r, const char *arg) {
   }
   if (p->device < 0) printf("cpu (%d threads)\n", rt_threads(p->rt));
   else {
-    pipe_describe_device(p, err, sizeof err);
+    rt_cuda_describe(p->cx, err, sizeof err);
     printf("%s\n", err);
   }
 }

@@ -309,7 +309,7 @@ static int kept_on_device(const Step *st, int i) {
 static size_t device_bytes(const Node *n, const int64_t *D) {
   size_t e = ir_dtype_size(n->dtype);
   for (int d = 0; d < n->ndim; d++) e *= (size_t)(n->shape[d].sym ? n->shape[d].k * D[n->shape[d].sym] : n->shape[d].k);
-  return ((e ? e : 1) + 255) & ~(size_t)255;
+  return rt_cuda_arg_bytes(e);
 }
 
 // The device memory the step plans at the batch size, said before the first
@@ -323,7 +323,7 @@ static void device_plan(Ev *ev, const Step *st, int64_t batch) {
   }
   size_t ws = st->pr->workspace(D), state = 0, copied = device_bytes(st->pr->g->outs[0], D);   // the loss
   for (int i = 0; i < st->nin; i++) *(kept_on_device(st, i) ? &state : &copied) += device_bytes(st->ins[i], D);
-  for (int i = 0; i < st->pr->s->nconst; i++) copied += (st->pr->s->consts[i]->a.nbytes + 255) & ~(size_t)255;
+  for (int i = 0; i < st->pr->s->nconst; i++) copied += rt_cuda_arg_bytes(st->pr->s->consts[i]->a.nbytes);
   fprintf(stderr, "kiln: CUDA device %d: the training step plans %.1f MiB of device memory at batch %lld: workspace %.1f, "
           "state kept on the device %.1f (twice that in its first step, whose results go beside it), copied each step "
           "%.1f; allocated by the first step, none after\n", ev->pipe.device, (ws + 2 * state + copied) / 1048576.0,

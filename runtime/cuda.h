@@ -195,6 +195,9 @@ int rt_cuda_copy(void *x, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 // not accept, a size past int): the caller runs its own kernel; -1 on an error.
 int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda,
                  int64_t sa, CUdeviceptr b, int tb, int64_t ldb, int64_t sb, CUdeviceptr c, int64_t ldc, int64_t sc);
+// "CUDA device 0: NVIDIA H200 (sm_90, 143771 MiB); products through cuBLAS (libcublas.so.13)",
+// or "...; products through Kiln's tiled kernels (why cuBLAS is not used)".
+void rt_cuda_describe(const RtCudaExec *x, char *buf, size_t len);
 // For the caller: the arguments' arena, copies in and out on the stream, and the wait.
 CUdeviceptr rt_cuda_args(RtCudaExec *x, size_t bytes);
 int rt_cuda_upload(RtCudaExec *x, CUdeviceptr dst, const void *src, size_t bytes);
@@ -226,6 +229,8 @@ void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g);
 // already (neither copied in nor out), 0 for one to copy. step_ms: with it,
 // x->profiling is set and each step's milliseconds are added to step_ms[i].
 // 0, or -1 with the reason in x->err.
+// The room an argument of `bytes` takes in the arguments' arena: 256-byte aligned, never 0.
+size_t rt_cuda_arg_bytes(size_t bytes);
 int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
                 int nconst, int nout, const CUdeviceptr *resident, double *step_ms);
 // An allocation of its own (a tensor kept on the device), 0 on failure (x->err); and its release.

@@ -46,6 +46,12 @@ int rt_cuda_exec_open(RtCudaExec *x, RtCuda *cu, int ordinal, char *err, size_t 
   return 0;
 }
 
+void rt_cuda_describe(const RtCudaExec *x, char *buf, size_t len) {
+  snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through %s (%s)", x->dev.ordinal, x->dev.name,
+           x->dev.sm, x->dev.total_mem >> 20, x->blas ? "cuBLAS" : "Kiln's tiled kernels",
+           x->blas ? x->cu->cublas_name : x->blas_why);
+}
+
 static void arena_free(RtCudaExec *x, RtCudaArena *a) {
   if (a->base) x->cu->cuMemFree(a->base);
   a->base = 0;
@@ -227,6 +233,8 @@ void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g) {
   memset(g, 0, sizeof *g);
 }
 
+size_t rt_cuda_arg_bytes(size_t bytes) { return ((bytes ? bytes : 1) + 255) & ~(size_t)255; }
+
 // Every argument gets its own place in the arguments' arena, 256-byte aligned
 // (the kernels read 16 bytes at a time); an output over a donated input starts
 // as a copy of it on the device (the host function makes it).
@@ -239,7 +247,7 @@ int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *cons
   for (int i = 0; i < n; i++) {
     if (resident && resident[i]) continue;
     dev[i] = total;
-    total += ((bytes[i] ? bytes[i] : 1) + 255) & ~(size_t)255;
+    total += rt_cuda_arg_bytes(bytes[i]);
   }
   x->err[0] = 0;
   x->fns = g->fns;

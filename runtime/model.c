@@ -281,7 +281,9 @@ static int bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t
 }
 
 int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen) {
-  if (ordinal < 0 || s->cx) return s->cx && s->cx->dev.ordinal != ordinal ? fail(err, errlen, "the session runs on CUDA device %d", s->cx->dev.ordinal) : 0;
+  if (s->cx && s->cx->dev.ordinal != ordinal)   // its graphs are loaded in that device's context
+    return fail(err, errlen, "the session runs on CUDA device %d", s->cx->dev.ordinal);
+  if (s->cx || ordinal < 0) return 0;
   if (!(s->cx = calloc(1, sizeof *s->cx))) return fail(err, errlen, "out of memory");
   if (rt_cuda_exec_open(s->cx, &s->cu, ordinal, err, errlen)) {
     free(s->cx);
@@ -292,11 +294,8 @@ int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen) {
 }
 
 void rt_session_describe_device(const RtSession *s, char *buf, size_t len) {
-  if (!s->cx) { snprintf(buf, len, "cpu (%d threads)", rt_threads(s->rt)); return; }
-  const RtCudaExec *x = s->cx;
-  snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through %s%s%s", x->dev.ordinal, x->dev.name,
-           x->dev.sm, x->dev.total_mem >> 20, x->blas ? "cuBLAS (" : "the tiled kernels (",
-           x->blas ? s->cu.cublas_name : x->blas_why, ")");
+  if (s->cx) rt_cuda_describe(s->cx, buf, len);
+  else snprintf(buf, len, "cpu (%d threads)", rt_threads(s->rt));
 }
 
 // g's program on the session's device, loaded at its first run: the CUBIN of the
