@@ -46,6 +46,8 @@ run_suites() {  # build dir, label
   suite "$l cuda (nvrtc)" .venv/bin/python tests/test_cuda.py "$b/kiln"
   # --device cuda on the fake driver and NVRTC (tests/fakecuda): the kernels run on the CPU.
   suite "$l cuda device" .venv/bin/python tests/test_cuda_run.py "$b/kiln"
+  # a train statement over two fake GPUs (fake NCCL) and over a GPU and the CPU
+  suite "$l several devices" .venv/bin/python tests/test_parallel.py "$b/kiln"
   # The op suites' products through the fake cuBLAS; the gradients' and nn ops' all as tiled kernels.
   local fake="KILN_LIBCUDA=$PWD/$b/tests/libkiln_fakecuda.so KILN_NVRTC=$PWD/$b/tests/libkiln_fakenvrtc.so KILN_TEST_DEVICE=cuda"
   suite "$l ops vs numpy on cuda" env $fake KILN_CUBLAS=$PWD/$b/tests/libkiln_fakecublas.so .venv/bin/python tests/test_ops.py "$b/kiln"
@@ -74,6 +76,7 @@ if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
     suite "cc-fallback vectorize" .venv/bin/python tests/test_vectorize.py build-cc/kiln
     # a GPU machine has no LLVM libraries: its host functions go through the system cc
     suite "cc-fallback cuda device" .venv/bin/python tests/test_cuda_run.py build-cc/kiln
+    suite "cc-fallback several devices" .venv/bin/python tests/test_parallel.py build-cc/kiln
   else
     total_fail=$((total_fail + 1)); echo "FAIL the -Djit=cc build"
   fi

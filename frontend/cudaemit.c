@@ -85,6 +85,7 @@ int pipe_compile_cuda(Pipe *p, Program *pr, char *err, size_t errlen) {
 
 void prog_cuda_free(ProgCuda *c) {
   if (c->run.mod || c->run.fns) rt_cuda_prog_free(c->cx, &c->run);
+  free(c->ms);
   cg_cuda_free(&c->cs);
   free(c);
 }
@@ -151,20 +152,21 @@ int pipe_cuda_release(Pipe *p, char *err, size_t errlen) {
 
 static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
 
-int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {
+// The profile's milliseconds per launch step wait in c->ms between start and wait.
+static int prog_start_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {
   const Schedule *s = pr->s;
   ProgCuda *c = pr->cuda;
   int nin = pr->g->nin, nc = s->nconst, nout = pr->g->nout, n = nin + nc + nout;
   void **host = malloc(sizeof *host * (n ? n : 1));
   size_t *bytes = malloc(sizeof *bytes * (n ? n : 1));
-  double *ms = pr->prof_ns ? calloc(c->cs.nsteps ? c->cs.nsteps : 1, sizeof *ms) : NULL;
-  if (!host || !bytes || (pr->prof_ns && !ms)) abort();
+  if (pr->prof_ns && !c->ms && !(c->ms = calloc(c->cs.nsteps ? c->cs.nsteps : 1, sizeof *c->ms))) abort();
+  if (!host || !bytes) abort();
   for (int i = 0; i < nin; i++) host[i] = ins[i].data, bytes[i] = bytes_of(&ins[i]);
   for (int i = 0; i < nc; i++) host[nin + i] = (void *)s->consts[i]->a.data, bytes[nin + i] = s->consts[i]->a.nbytes;
   for (int i = 0; i < nout; i++) host[nin + nc + i] = outs[i].data, bytes[nin + nc + i] = bytes_of(&outs[i]);
   CUdeviceptr *kept = p->nkept ? calloc(n ? n : 1, sizeof *kept) : NULL;
   int rc = 0;
-  p->cx->err[0] = 0;   // mirror_of may fail before rt_cuda_run clears it
+  p->cx->err[0] = 0;   // mirror_of may fail before rt_cuda_run_start clears it
   if (kept) {
     forget_unkept(p);
     int *wrote = calloc(p->nmirrors + n + 1, sizeof *wrote);
@@ -174,24 +176,112 @@ int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *
       if (m == -2) rc = -1;
       else if (m >= 0) kept[i] = p->mirrors[m].dev, wrote[m] |= i >= nin + nc;
     }
-    if (!rc) rc = rt_cuda_run(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, ms);
+    if (!rc) rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, c->ms != NULL);
     for (int m = 0; m < p->nmirrors && !rc; m++) if (wrote[m]) p->mirrors[m].host_stale = 1;
     free(wrote);
   } else {
-    rc = rt_cuda_run(p->cx, &c->run, D, host, bytes, nin, nc, nout, NULL, ms);
+    rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, NULL, c->ms != NULL);
   }
+  if (rc) p->cx->profiling = 0;
   free(kept);
-  if (!rc && ms) {   // --profile: an epilogue's kernels count as their product's, as on the CPU
+  free(host);
+  free(bytes);
+  return rc ? PROG_DEVICE_ERROR : 0;
+}
+
+static int prog_wait_cuda(const Program *pr) {
+  const Schedule *s = pr->s;
+  ProgCuda *c = pr->cuda;
+  if (c->ms) memset(c->ms, 0, sizeof *c->ms * c->cs.nsteps);
+  if (rt_cuda_run_wait(c->cx, &c->run, c->ms)) return PROG_DEVICE_ERROR;
+  if (c->ms) {   // --profile: an epilogue's kernels count as their product's, as on the CPU
     for (int i = 0; i < c->cs.nsteps; i++) {
       const Kernel *K = &s->ks[c->cs.steps[i].k];
-      pr->prof_ns[K->epi_of ? K->epi_of - 1 : c->cs.steps[i].k] += (uint64_t)(ms[i] * 1e6);
+      pr->prof_ns[K->epi_of ? K->epi_of - 1 : c->cs.steps[i].k] += (uint64_t)(c->ms[i] * 1e6);
     }
     pr->prof_ns[s->nk]++;
   }
-  free(host);
-  free(bytes);
-  free(ms);
-  return rc ? PROG_DEVICE_ERROR : 0;
+  return 0;
+}
+
+int prog_start(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {
+  return pr->cuda ? prog_start_cuda(p, pr, D, ins, outs) : prog_run(p, pr, D, ins, outs, 0);
+}
+
+int prog_wait(Pipe *p, const Program *pr) {
+  (void)p;
+  return pr->cuda ? prog_wait_cuda(pr) : 0;
+}
+
+int prog_run_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {
+  int rc = prog_start_cuda(p, pr, D, ins, outs);
+  return rc ? rc : prog_wait_cuda(pr);
+}
+
+CUdeviceptr pipe_cuda_mirror(const Pipe *p, const RtTensor *t) {
+  for (int m = 0; m < p->nmirrors; m++) if (p->mirrors[m].host == t->data) return p->mirrors[m].dev;
+  return 0;
+}
+
+// ---- several devices (--device cuda:0,1, cuda+cpu) ----
+// A --device value into dev (CUDA ordinals, -1 the CPU): the count, or -1 if malformed.
+static int parse_devices(const char *s, int *dev, int max) {
+  if (!strcmp(s, "cpu")) return dev[0] = -1, 1;
+  size_t len = strlen(s);
+  int cpu = len > 4 && !strcmp(s + len - 4, "+cpu"), n = 0;
+  if (cpu) len -= 4;
+  if (len == 4 && !strncmp(s, "cuda", 4)) dev[n++] = 0;
+  else if (len < 6 || strncmp(s, "cuda:", 5)) return -1;
+  for (const char *q = s + 5, *stop = s + len; !n || q < stop;) {
+    char *end;
+    if (q >= stop || *q < '0' || *q > '9' || n == max) return -1;
+    long v = strtol(q, &end, 10);
+    if (v > 1024 || (end < stop && (*end != ',' || end + 1 == stop))) return -1;
+    for (int i = 0; i < n; i++) if (dev[i] == v) return -1;
+    dev[n++] = (int)v;
+    q = end < stop ? end + 1 : end;
+  }
+  if (cpu && n == max) return -1;
+  if (cpu) dev[n++] = -1;
+  return n;
+}
+
+int pipe_set_devices(Pipe *p, const char *spec, char *err, size_t errlen) {
+  int dev[PIPE_MAXPEERS + 1], n = parse_devices(spec, dev, PIPE_MAXPEERS + 1);
+  if (n < 0) {
+    snprintf(err, errlen, "a device is cpu, cuda, cuda:N, cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), "
+             "not '%s'", spec);
+    return -1;
+  }
+  if (dev[0] >= 0 && p->cx && p->cx->dev.ordinal != dev[0]) {
+    snprintf(err, errlen, "this session runs on cuda:%d; a session's graphs use one GPU (start another for cuda:%d)",
+             p->cx->dev.ordinal, dev[0]);
+    return -1;
+  }
+  int was = p->device;
+  p->device = dev[0];
+  if (dev[0] >= 0 && pipe_open_device(p, err, errlen)) { p->device = was; return -1; }
+  for (int i = 1; i < n; i++)
+    if (dev[i] >= p->cuda->ndevices) {
+      snprintf(err, errlen, "no CUDA device %d: this machine has %d", dev[i], p->cuda->ndevices);
+      p->device = was;
+      return -1;
+    }
+  p->npeers = n - 1;
+  memcpy(p->peers, dev + 1, sizeof *dev * (n - 1));
+  return 0;
+}
+
+void pipe_describe(const Pipe *p, char *buf, size_t len) {
+  size_t k = 0;
+  if (p->device < 0) k = snprintf(buf, len, "cpu (%d threads)", rt_threads(p->rt));
+  else rt_cuda_describe(p->cx, buf, len), k = strlen(buf);
+  for (int i = 0; i < p->npeers && k < len; i++) {
+    k += snprintf(buf + k, len - k, "%s", !i ? "; each training batch split with " : i + 1 < p->npeers ? ", " : " and ");
+    if (k >= len) break;
+    if (p->peers[i] < 0) k += snprintf(buf + k, len - k, "the CPU (%d threads)", rt_threads(p->rt));
+    else k += snprintf(buf + k, len - k, "cuda:%d", p->peers[i]);
+  }
 }
 
 void pipe_cuda_free(Pipe *p) {

@@ -154,6 +154,7 @@ void run_end(Run *r) {
   rt_progress_free(r->progress);
   if (r->step) prog_profile_print(stderr, r->step);   // with --profile: the step's kernels
   prog_free(r->step);
+  par_free(r->par);
   for (int i = 0; i < r->nout; i++) rt_tensor_free(&r->out[i]);
   for (int i = 0; i < 4; i++) rt_tensor_free(&r->scalars[i]);
   memset(r, 0, sizeof *r);

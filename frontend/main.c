@@ -35,7 +35,8 @@ static const char usage[] =
   "  --ffi                     kiln run: call compiled graphs through libffi (the REPL always does)\n"
   "  --tune                    time each conv2d layer's lowerings once and cache the fastest\n"
   "  --profile                 kiln run: time every kernel; print each graph's kernels by time\n"
-  "  --device cpu|cuda|cuda:N  kiln run: where graphs run (default cpu)\n"
+  "  --device cpu|cuda|cuda:N  kiln run: where graphs run (default cpu); cuda:0,1 or cuda+cpu:\n"
+  "                            train statements split each batch over several GPUs, or GPU and CPU\n"
   "  -e CODE                   program text instead of a file\n"
   "\n"
   "training (override the train statement's settings):\n"
@@ -142,14 +143,11 @@ static char *program_text(const Opts *o, const char **name) {
   return text;
 }
 
-// --device: cpu runs here; cuda[:N] on CUDA device N. -1 for cpu, N, or -2 after
-// saying why not.
-static int device_of(const Opts *o) {
-  int n = o->device ? rt_cuda_parse_device(o->device) : -1;
-  if (n == -1) return -1;
-  if (n == -2) { fprintf(stderr, "kiln: --device is cpu, cuda or cuda:N, not '%s'\n", o->device); return -2; }
-  if (strcmp(o->cmd, "run")) { fprintf(stderr, "kiln: --device goes with kiln run\n"); return -2; }
-  return n;
+// --device goes with kiln run; pipe_set_devices reads it. 1 if it is misplaced (said).
+static int device_misplaced(const Opts *o) {
+  if (!o->device || !strcmp(o->device, "cpu") || !strcmp(o->cmd, "run")) return 0;
+  fprintf(stderr, "kiln: --device goes with kiln run\n");
+  return 1;
 }
 
 static int run_program(const Opts *o) {
@@ -194,11 +192,11 @@ static int run_program(const Opts *o) {
     rc = 1;
   }
   if (!rc && ev_start(ev, o->threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); rc = 1; }
-  if (!rc && (ev->pipe.device = device_of(o)) >= 0) {   // the device opens now, so its absence is said first
-    if (pipe_open_device(&ev->pipe, err, sizeof err)) { fprintf(stderr, "kiln: --device %s: %s\n", o->device, err); rc = 1; }
+  if (!rc && o->device && strcmp(o->device, "cpu")) {   // the device opens now, so its absence is said first
+    if (pipe_set_devices(&ev->pipe, o->device, err, sizeof err)) { fprintf(stderr, "kiln: --device %s: %s\n", o->device, err); rc = 1; }
     else {
-      char what[640];
-      rt_cuda_describe(ev->pipe.cx, what, sizeof what);
+      char what[1024];
+      pipe_describe(&ev->pipe, what, sizeof what);
       fprintf(stderr, "kiln: running on %s\n", what);
     }
   }
@@ -245,7 +243,7 @@ int main(int argc, char **argv) {
   if (!o.cmd || !strcmp(o.cmd, "repl")) return repl_main(o.threads, (uint64_t)o.seed);
   // `kiln FILE.kiln` runs the file.
   if (strstr(o.cmd, ".kiln") && !o.file) { o.file = o.cmd; o.cmd = "run"; }
-  if (device_of(&o) == -2) return 1;
+  if (device_misplaced(&o)) return 1;
   if (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "ir") || !strcmp(o.cmd, "emit-c") || !strcmp(o.cmd, "emit-cuda"))
     return run_program(&o);
   if (!strcmp(o.cmd, "ast")) return show_ast(&o);

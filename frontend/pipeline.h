@@ -14,6 +14,8 @@
 // kernels, workspace, argument sizes and matmul strategies) in place of the graph.
 #define PIPE_STATS "stats"
 
+#define PIPE_MAXPEERS 15
+
 // A tensor kept on the device while a train statement runs (pipe_cuda_keep):
 // its host storage and its device copy; host_stale once a step wrote the copy.
 typedef struct { void *host; size_t bytes; CUdeviceptr dev; int host_stale; } PipeMirror;
@@ -30,6 +32,8 @@ typedef struct {
   const char *cuda_archs;   // with emit_cuda: NVRTC compiles each graph for these ("sm_80,sm_90")
   RtCuda *cuda;             // NVRTC, loaded by the first compile (pipe_cuda_free)
   int device;               // -1: graphs run on the CPU; N: on CUDA device N (pipe_compile opens it)
+  int peers[PIPE_MAXPEERS]; // --device cuda:0,1 or cuda+cpu: what else a train statement splits each
+  int npeers;               // batch with (parallel.c): CUDA ordinals, -1 for the CPU
   RtCudaExec *cx;           // with device >= 0: the device, its stream and arenas (pipe_cuda_free)
   RtTensor **kept; int nkept;           // pipe_cuda_keep: whose storage stays on the device
   PipeMirror *mirrors; int nmirrors;    // their device copies
@@ -47,6 +51,7 @@ typedef struct {
   RtCudaProg run;
   int nvrtc_hit;            // the image came from the disk cache
   double nvrtc_ms;          // time in NVRTC
+  double *ms;               // with --profile: each launch step's milliseconds in the run under way
 } ProgCuda;
 
 typedef struct {
@@ -81,6 +86,15 @@ void pipe_vector_report(FILE *out, const char *src);
 // NVRTC for each. 0, or -1 with the reason (NVRTC's log) in err.
 int pipe_emit_cuda(Pipe *p, const Schedule *s, char *err, size_t errlen);
 int pipe_cuda_archs(const char *s, int *archs, int max);   // "sm_80,sm_90": the count, -1 if malformed
+// --device: "cpu", "cuda", "cuda:N", "cuda:0,1" (several GPUs), "cuda+cpu" or
+// "cuda:0,1+cpu" (the GPUs and the CPU's threads). The first is where graphs run;
+// a train statement splits each batch over all of them. Sets device and peers
+// and opens the first GPU. 0, or -1 with the reason.
+int pipe_set_devices(Pipe *p, const char *spec, char *err, size_t errlen);
+// "CUDA device 0: ...; training batches split with cuda:1 and the CPU", or "cpu (N threads)".
+void pipe_describe(const Pipe *p, char *buf, size_t len);
+// The device copy a kept tensor has (pipe_cuda_keep), 0 if it has none yet.
+CUdeviceptr pipe_cuda_mirror(const Pipe *p, const RtTensor *t);
 // Opens Pipe.device (cx) if not yet open. 0, or -1 with the reason: no driver, no such device.
 int pipe_open_device(Pipe *p, char *err, size_t errlen);
 // Compile pr's schedule for Pipe.device (opened on first use): the kernels with
@@ -114,5 +128,10 @@ int prog_out_shares(const Program *pr, int o);
 // PROG_DEVICE_ERROR when the GPU failed (the reason in p->cx->err).
 enum { PROG_NO_MEMORY = -2, PROG_DEVICE_ERROR = -3 };
 int prog_run(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs, int via_ffi);
+// prog_run in two halves for a program on a GPU (rt_cuda_run_start and _wait):
+// start queues the work and returns; wait waits for it. On the CPU, start runs
+// the program and wait does nothing. Each as prog_run's result.
+int prog_start(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs);
+int prog_wait(Pipe *p, const Program *pr);
 
 #endif

@@ -17,7 +17,8 @@ static const char help[] =
   "  :ir EXPR     the optimized IR of EXPR's graph (:ir --after=STAGE EXPR for another stage)\n"
   "  :c EXPR      the C generated for EXPR\n"
   "  :time EXPR   compile time, and run time over repeated runs\n"
-  "  :device [cpu|cuda|cuda:N]  where expressions run from now on (no argument: where they run now)\n"
+  "  :device [cpu|cuda|cuda:N]  where expressions run from now on (no argument: where they run now);\n"
+  "          cuda:0,1 or cuda+cpu: train statements split each batch over several GPUs, or GPU and CPU\n"
   "  :help        this text\n"
   "  :quit        leave (also Ctrl-D)\n";
 
@@ -77,33 +78,19 @@ static void time_expr(Repl *r, const char *expr) {
   printf("first run (trace + compile + run): %.3f ms; then %.4f ms per run over %d runs\n", first, el / runs, runs);
 }
 
-// :device: where graphs compile and run from now on. A session opens one GPU:
-// its programs and arenas live in that device's context.
+// :device: where graphs compile and run from now on. A session's graphs use one
+// GPU (its programs and arenas live in that device's context); train statements
+// may split their batches over more (parallel.c).
 static void device(Repl *r, const char *arg) {
   Pipe *p = &r->ev->pipe;
   char err[1024];
   if (*arg) {
-    int n = rt_cuda_parse_device(arg);
-    if (n == -2) { fprintf(stderr, ":device takes cpu, cuda or cuda:N, not '%s'\n", arg); return; }
-    if (n >= 0 && p->cx && p->cx->dev.ordinal != n) {
-      fprintf(stderr, "this session runs on cuda:%d; a session uses one GPU (start another for cuda:%d)\n",
-              p->cx->dev.ordinal, n);
-      return;
-    }
-    int was = p->device;
-    if (n < 0 && pipe_cuda_release(p, err, sizeof err)) { fprintf(stderr, "%s\n", err); return; }
-    p->device = n;
-    if (n >= 0 && pipe_open_device(p, err, sizeof err)) {
-      fprintf(stderr, "%s: %s\n", arg, err);
-      p->device = was;
-      return;
-    }
+    int cpu_only = !strcmp(arg, "cpu");
+    if (cpu_only && pipe_cuda_release(p, err, sizeof err)) { fprintf(stderr, "%s\n", err); return; }
+    if (pipe_set_devices(p, arg, err, sizeof err)) { fprintf(stderr, ":device: %s\n", err); return; }
   }
-  if (p->device < 0) printf("cpu (%d threads)\n", rt_threads(p->rt));
-  else {
-    rt_cuda_describe(p->cx, err, sizeof err);
-    printf("%s\n", err);
-  }
+  pipe_describe(p, err, sizeof err);
+  printf("%s\n", err);
 }
 
 static void command(Repl *r, const char *line) {

@@ -14,17 +14,6 @@
 #include <string.h>
 
 // ---- the train statement --------------------------------------------------------------------
-typedef struct {
-  OptSpec opt;
-  int64_t batch;
-  int epochs;
-  uint64_t seed;
-  double clip, gamma, min_lr;
-  int64_t warmup, step_size;
-  int schedule;            // RT_SCHED_*
-  const char *checkpoint;
-  int shuffle;
-} TrainSpec;
 
 // A setting's value: a constant number, finite and not negative.
 static double opt_num(Ev *ev, AstNode *e, const char *name) {
@@ -112,19 +101,6 @@ static double lr_at(const TrainSpec *ts, int64_t step, int64_t total, int epoch)
   return rt_schedule_lr(&sc, step, total, epoch);
 }
 
-// The step graph's inputs and outputs, and where each one's value lives.
-typedef struct {
-  Program *pr;
-  Node **ins; int nin;
-  RtTensor **in_val;     // per input: the tensor it reads (NULL: a data column)
-  int *in_col;           // per input: the data column, or -1
-  int nout;
-  RtTensor **out_dst;    // per output after the loss: the tensor the new value replaces
-  int *in_place;         // per output: written over its out_dst (prog_out_shares), not swapped
-  RtTensor *out;         // the step's results: out[0] the loss, then next values (Run owns them)
-  RtTensor *out_args;    // the outputs a step is given: out, or out_dst where in place
-  RtTensor *scalars;     // lr, bias corrections, step (the last; Run owns them)
-} Step;
 
 static int depends_only_on(Ev *ev, Node *n, Node **allowed, int nallowed) {
   int count, ok = 1;
@@ -153,29 +129,86 @@ static RtTensor *slot_tensor(Ev *ev, const char *name, int k, const RtTensor *li
   return t;
 }
 
-static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *st) {
-  IrCtx *c = ev->c;
-  Span sp = s->span;
+void step_inputs(Ev *ev, AstNode *s, Node *loss, Node ***data, int *nd, Node ***params, int *np, Node ***states, int *ns) {
   int count;
-  Node **order = ir_topo(c, &loss, 1, &count);
-  int cap = count + 8;
-  Node **params = arena_alloc(ev->arena, sizeof(Node *) * cap), **data = arena_alloc(ev->arena, sizeof(Node *) * cap);
-  Node **states = arena_alloc(ev->arena, sizeof(Node *) * cap);
-  int np = 0, nd = 0, ns = 0;
+  Node **order = ir_topo(ev->c, &loss, 1, &count);
+  *data = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
+  *params = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
+  *states = arena_alloc(ev->arena, sizeof(Node *) * (count + 1));
+  *nd = *np = *ns = 0;
   for (int i = 0; i < count; i++) {
     Node *n = order[i];
     if (n->op != OP_INPUT) continue;
-    if (n->a.i[0] == ROLE_INPUT) data[nd++] = n;
-    else if (n->a.i[0] == ROLE_PARAM && ev_param(ev, n)->state) states[ns++] = n;
-    else if (n->a.i[0] == ROLE_PARAM) params[np++] = n;
+    if (n->a.i[0] == ROLE_INPUT) (*data)[(*nd)++] = n;
+    else if (n->a.i[0] == ROLE_PARAM && ev_param(ev, n)->state) (*states)[(*ns)++] = n;
+    else if (n->a.i[0] == ROLE_PARAM) (*params)[(*np)++] = n;
   }
   free(order);
-  if (!np) ev_fail(ev, s->lhs->span, "the loss depends on no trainable parameter, so there is nothing to train");
-  for (int i = 0; i < np; i++)
-    if (!ir_is_float(params[i]->dtype)) ev_fail(ev, s->lhs->span, "parameter '%s' is an integer tensor; only float parameters train", params[i]->a.name);
+  if (!*np) ev_fail(ev, s->lhs->span, "the loss depends on no trainable parameter, so there is nothing to train");
+  for (int i = 0; i < *np; i++)
+    if (!ir_is_float((*params)[i]->dtype)) ev_fail(ev, s->lhs->span, "parameter '%s' is an integer tensor; only float parameters train", (*params)[i]->a.name);
+}
+
+int step_stat_updates(Ev *ev, Node **states, int ns, Node **ins, int nin, RtTensor **dst, Node **outs) {
+  int no = 0;
+  for (int u = ev->nupdates - 1; u >= 0; u--) {
+    Node *sn = ev->updates[u].state;
+    int seen = 0;
+    for (int j = u + 1; j < ev->nupdates && !seen; j++) seen = ev->updates[j].state == sn;
+    int have = 0;
+    for (int j = 0; j < ns && !have; j++) have = states[j] == sn;
+    if (seen || !have || !depends_only_on(ev, ev->updates[u].value, ins, nin)) continue;
+    dst[no] = ev_param_value(ev, sn);
+    outs[no++] = ev->updates[u].value;
+  }
+  return no;
+}
+
+IrGraph *step_graph(Ev *ev, Span sp, Node **outs, int no, Node **ins, RtTensor **vals, int *cols, int *nin) {
+  IrCtx *c = ev->c;
+  if (ev->training) {   // the step runs in training mode
+    Node *on = ir_scalar(c, DT_BOOL, 1);
+    for (int i = 0; i < no; i++) outs[i] = ev_check(ev, ir_substitute(c, outs[i], &ev->training, &on, 1), sp);
+  }
+  int nused, keep = 0;
+  Node **used = ir_topo(c, outs, no, &nused);
+  for (int i = 0; i < *nin; i++) {   // only the inputs the graph reads
+    int found = 0;
+    for (int j = 0; j < nused && !found; j++) found = used[j] == ins[i];
+    if (!found) continue;
+    ins[keep] = ins[i]; vals[keep] = vals[i]; cols[keep++] = cols[i];
+  }
+  free(used);
+  *nin = keep;
+  return ir_graph_new(c, outs, no, ins, keep);
+}
+
+// The step's graph: with split (a step over several devices, parallel.c), the
+// optimizer's update alone, whose gradients are inputs (st->grad_in) and whose
+// loss output is 0; else the whole step, compiled on ev's pipe.
+static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *st,
+                       int split) {
+  IrCtx *c = ev->c;
+  Span sp = s->span;
+  Node **params, **data, **states;
+  int np, nd, ns;
+  step_inputs(ev, s, loss, &data, &nd, &params, &np, &states, &ns);
   Node **grads = arena_alloc(ev->arena, sizeof(Node *) * (np + 1));
   Node *y = loss->dtype == DT_F32 || loss->dtype == DT_F64 ? loss : ir_cast(c, loss, DT_F32);
-  if (pass_grad(c, y, NULL, params, np, grads)) ev_fail(ev, s->lhs->span, "%s", c->err);
+  st->np = np;
+  if (split) {
+    st->grad_in = arena_alloc(ev->arena, sizeof(Node *) * (np + 1));
+    for (int i = 0; i < np; i++) {
+      char nm[700];
+      snprintf(nm, sizeof nm, "gradient.%s", params[i]->a.name);
+      grads[i] = st->grad_in[i] = ir_input(c, arena_strdup(ev->arena, nm), ROLE_INPUT, params[i]->dtype, params[i]->ndim,
+                                           params[i]->shape);
+    }
+    y = ir_scalar(c, DT_F32, 0);
+    nd = ns = 0;
+  } else if (pass_grad(c, y, NULL, params, np, grads)) {
+    ev_fail(ev, s->lhs->span, "%s", c->err);
+  }
   if (ts->clip > 0 && opt_clip(c, grads, np, ts->clip)) ev_fail(ev, sp, "%s", c->err);
   // Scalars the trainer sets each step.
   st->scalars = trainer(ev)->run.scalars;
@@ -187,7 +220,7 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   int maxout = 1 + np * (1 + nslot) + ev->nupdates;
   Node **outs = arena_alloc(ev->arena, sizeof(Node *) * (maxout + 1));
   st->out_dst = arena_alloc(ev->arena, sizeof(RtTensor *) * (maxout + 1));
-  int maxin = nd + np + ns + np * nslot + OPT_NSCALARS + 2;
+  int maxin = nd + 2 * np + ns + np * nslot + OPT_NSCALARS + 2;
   Node **ins = arena_alloc(ev->arena, sizeof(Node *) * maxin);
   st->in_val = arena_alloc(ev->arena, sizeof(RtTensor *) * maxin);
   st->in_col = arena_alloc(ev->arena, sizeof(int) * maxin);
@@ -208,19 +241,10 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
     ins[ni] = params[i]; st->in_col[ni] = -1; st->in_val[ni++] = pv;
     st->out_dst[no] = pv; outs[no++] = np_;
     for (int k = 0; k < nslot; k++) { st->out_dst[no] = st->in_val[ni - 1 - nslot + k]; outs[no++] = next[k]; }
+    if (split) { ins[ni] = grads[i]; st->in_col[ni] = -1; st->in_val[ni++] = NULL; }   // parallel.c gives them
   }
   for (int i = 0; i < ns; i++) { ins[ni] = states[i]; st->in_col[ni] = -1; st->in_val[ni++] = ev_param_value(ev, states[i]); }
-  // Statistics updates whose values this step can compute (the last update of each state wins).
-  for (int u = ev->nupdates - 1; u >= 0; u--) {
-    Node *sn = ev->updates[u].state;
-    int seen = 0;
-    for (int j = u + 1; j < ev->nupdates && !seen; j++) seen = ev->updates[j].state == sn;
-    int have = 0;
-    for (int j = 0; j < ns && !have; j++) have = states[j] == sn;
-    if (seen || !have || !depends_only_on(ev, ev->updates[u].value, ins, ni)) continue;
-    st->out_dst[no] = ev_param_value(ev, sn);
-    outs[no++] = ev->updates[u].value;
-  }
+  no += step_stat_updates(ev, states, ns, ins, ni, st->out_dst + no, outs + no);
   for (int i = 0; i < OPT_NSCALARS; i++) {
     ins[ni] = scal[i]; st->in_col[ni] = -1;
     st->scalars[i] = rt_tensor_new(RT_F64, 0, NULL);
@@ -231,38 +255,22 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
     st->scalars[OPT_NSCALARS] = rt_tensor_new(RT_I64, 0, NULL);
     st->in_val[ni++] = &st->scalars[OPT_NSCALARS];
   }
-  // The step runs in training mode.
-  if (ev->training) {
-    Node *on = ir_scalar(c, DT_BOOL, 1);
-    for (int i = 0; i < no; i++) outs[i] = ev_check(ev, ir_substitute(c, outs[i], &ev->training, &on, 1), sp);
-  }
-  // Only the inputs the graph reads.
-  Node **used = NULL;
-  int nused;
-  used = ir_topo(c, outs, no, &nused);
-  int keep = 0;
-  for (int i = 0; i < ni; i++) {
-    int found = 0;
-    for (int j = 0; j < nused && !found; j++) found = used[j] == ins[i];
-    if (!found) continue;
-    ins[keep] = ins[i]; st->in_val[keep] = st->in_val[i]; st->in_col[keep++] = st->in_col[i];
-  }
-  free(used);
-  st->ins = ins; st->nin = keep; st->nout = no;
-  IrGraph *g = ir_graph_new(c, outs, no, ins, keep);
+  IrGraph *g = st->g = step_graph(ev, sp, outs, no, ins, st->in_val, st->in_col, &ni);
+  st->ins = ins; st->nin = ni; st->nout = no;
   // Each next value may take its current value's storage.
   g->donate = arena_alloc(ev->arena, sizeof(int) * (no + 1));
   for (int o = 0; o < no; o++) {
     g->donate[o] = -1;
-    for (int i = 0; o > 0 && i < keep; i++) if (st->in_val[i] == st->out_dst[o]) g->donate[o] = i;
+    for (int i = 0; o > 0 && i < ni; i++) if (st->in_val[i] == st->out_dst[o]) g->donate[o] = i;
   }
+  st->in_place = arena_alloc(ev->arena, sizeof(int) * (no + 1));
+  if (split) return;
   char err[8192], label[200];
   snprintf(label, sizeof label, "training step of %s:%d:%d", sp.src->name, sp.line, sp.col);
   ev->pipe.label = label;
   st->pr = trainer(ev)->run.step = pipe_compile(&ev->pipe, g, err, sizeof err);
   ev->pipe.label = NULL;
   if (!st->pr && err[0]) ev_fail(ev, sp, "could not compile the training step: %s", err);
-  st->in_place = arena_alloc(ev->arena, sizeof(int) * (no + 1));
   for (int o = 0; o < no; o++) st->in_place[o] = st->pr && prog_out_shares(st->pr, o) >= 0;
 }
 
@@ -345,6 +353,7 @@ typedef struct {
   double *vals;                 // its values after each epoch
   int64_t step0, total;         // the schedule's origin and length, in steps
   int first;                    // the first step allocates the outputs
+  Par *par;                     // the step split over several devices, or NULL
 } Loop;
 
 static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, double *loss) {
@@ -355,14 +364,20 @@ static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, dou
   *(double *)st->scalars[OPT_LR].data = lr;
   *(double *)st->scalars[OPT_BIAS1].data = 1 / (1 - pow(c->ts->opt.beta1, (double)(t->step + 1)));
   *(double *)st->scalars[OPT_BIAS2].data = 1 / (1 - pow(c->ts->opt.beta2, (double)(t->step + 1)));
-  if (st->scalars[OPT_NSCALARS].data) *(int64_t *)st->scalars[OPT_NSCALARS].data = (int64_t)(c->ts->seed << 32) + t->step;
-  for (int i = 0; i < st->nin; i++)
-    c->in[i] = st->in_col[i] >= 0 ? as_input(&cols[st->in_col[i]], st->ins[i]) : *st->in_val[i];
+  int64_t seed = (int64_t)(c->ts->seed << 32) + t->step;
+  if (st->scalars[OPT_NSCALARS].data) *(int64_t *)st->scalars[OPT_NSCALARS].data = seed;
   // The first step allocates every output; after it, an output updated in place
   // is given the storage of the value it replaces.
   RtTensor *out = c->first ? st->out : st->out_args;
   for (int o = 0; !c->first && o < st->nout; o++) out[o] = st->in_place[o] ? *st->out_dst[o] : st->out[o];
-  ev_run_program(c->ev, st->pr, c->in, out, c->first, c->s->span);
+  if (c->par) {
+    par_step(c->par, st, cols, n, seed, c->first, c->s->span, loss);
+  } else {
+    for (int i = 0; i < st->nin; i++)
+      c->in[i] = st->in_col[i] >= 0 ? as_input(&cols[st->in_col[i]], st->ins[i]) : *st->in_val[i];
+    ev_run_program(c->ev, st->pr, c->in, out, c->first, c->s->span);
+    *loss = scalar_value(&st->out[0]);
+  }
   for (int o = 1; o < st->nout; o++) {   // the next values become the current ones
     if (st->in_place[o] && !c->first) continue;
     void *tmp = st->out_dst[o]->data;
@@ -371,10 +386,8 @@ static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, dou
     if (st->in_place[o]) rt_tensor_free(&st->out[o]);   // the first values' storage: no second buffer
   }
   c->first = 0;
-  *loss = scalar_value(&st->out[0]);
   t->step++;
   rt_metrics_step(t->metrics, epoch + 1, ++t->logged, *loss, lr);
-  (void)n;
   return 0;
 }
 
@@ -437,8 +450,14 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   RtDataset *ds = split_data(ev, s->rhs, SPLIT_TRAIN, &dname);
   Step st;
   memset(&st, 0, sizeof st);
-  build_step(ev, s, loss, &ts, ds, dname, &st);
-  if (!st.pr) return;   // kiln ir / emit-c showed it
+  // Over several devices (--device cuda:0,1, cuda+cpu), the step splits (parallel.c).
+  int split = ev->pipe.npeers > 0 && !ev->build && !ev->pipe.dump_after && !ev->pipe.emit_c;
+  build_step(ev, s, loss, &ts, ds, dname, &st, split);
+  if (!st.pr && !split) return;   // kiln ir / emit-c showed it
+  st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
+  st.out_args = arena_alloc(ev->arena, sizeof *st.out_args * (st.nout + 1));
+  run->nout = st.nout;
+  if (split) par_new(ev, s, loss, &ts, ds, dname, &st);
   Metrics em = {0};
   if (ev->next_eval) metrics_compile(ev, ev->next_eval, &em);
   if (ev->build) {
@@ -455,13 +474,10 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   if (!b) ev_fail(ev, s->span, "%s", err);
   if (!t->metrics && !(t->metrics = rt_metrics_new(ev->topts.log, err, sizeof err))) ev_fail(ev, s->span, "%s", err);
   Loop c = {ev, s, t, &st, &ts, arena_alloc(ev->arena, sizeof(RtTensor) * (st.nin + 1)), &em,
-            arena_alloc(ev->arena, sizeof(double) * (em.n + 1)), step0, rt_batcher_nbatches(b) * ts.epochs, 1};
+            arena_alloc(ev->arena, sizeof(double) * (em.n + 1)), step0, rt_batcher_nbatches(b) * ts.epochs, 1, run->par};
   RtLoop l = {b, run->progress = rt_progress_new(stderr, ev->topts.progress), ds->n, first_epoch, ts.epochs,
               ev->topts.max_steps, &interrupt_flag, &c, train_step, train_epoch_done};
-  st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
-  st.out_args = arena_alloc(ev->arena, sizeof *st.out_args * (st.nout + 1));
-  run->nout = st.nout;
-  if (st.pr->cuda) {
+  if (!run->par && st.pr->cuda) {
     device_plan(ev, &st, ts.batch);
     for (int i = 0; i < st.nin; i++) if (kept_on_device(&st, i)) pipe_cuda_keep(&ev->pipe, st.in_val[i]);
     // and so do the step's next values, in the storage the first step gives them
@@ -474,6 +490,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   sigaction(SIGINT, &sa, &run->old);
   run->sigint_set = 1;
   int stopped = rt_train_loop(&l) == 1;   // errors unwind from ev_run_program with longjmp
+  if (run->par) par_report(run->par);
   if (pipe_cuda_release(&ev->pipe, err, sizeof err)) ev_fail(ev, s->span, "%s", err);   // the host's copies current again
   const char *title = strrchr(s->span.src->name, '/');
   finish_run(ev, t, stopped, title ? title + 1 : s->span.src->name);

@@ -4,6 +4,7 @@
 #ifndef KILN_TRAIN_INT_H
 #define KILN_TRAIN_INT_H
 #include "builtins_int.h"
+#include "optim.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
 #include "runtime/report.h"
@@ -21,6 +22,7 @@ typedef struct {
   Program *step;
   RtTensor *out; int nout;       // the step's results
   RtTensor scalars[4];           // lr, bias corrections, step number
+  struct Par *par;               // a step split over several devices (parallel.c)
   int sigint_set;                // on_sigint is installed; old is the handler to put back
   struct sigaction old;
 } Run;
@@ -48,6 +50,36 @@ typedef struct {
   Node **ins; int nin;
 } Metrics;
 
+// The train statement's settings (train.c).
+typedef struct {
+  OptSpec opt;
+  int64_t batch;
+  int epochs;
+  uint64_t seed;
+  double clip, gamma, min_lr;
+  int64_t warmup, step_size;
+  int schedule;            // RT_SCHED_*
+  const char *checkpoint;
+  int shuffle;
+} TrainSpec;
+
+// The step graph's inputs and outputs, and where each one's value lives.
+typedef struct {
+  Program *pr;
+  Node **ins; int nin;
+  RtTensor **in_val;     // per input: the tensor it reads (NULL: a data column)
+  int *in_col;           // per input: the data column, or -1
+  int nout;
+  RtTensor **out_dst;    // per output after the loss: the tensor the new value replaces
+  int *in_place;         // per output: written over its out_dst (prog_out_shares), not swapped
+  RtTensor *out;         // the step's results: out[0] the loss, then next values (Run owns them)
+  RtTensor *out_args;    // the outputs a step is given: out, or out_dst where in place
+  RtTensor *scalars;     // lr, bias corrections, step (the last; Run owns them)
+  IrGraph *g;            // the graph pr was compiled from
+  Node **grad_in;        // an update step's gradient inputs, one per parameter (else NULL)
+  int np;
+} Step;
+
 Trainer *trainer(Ev *ev);                      // the session's, made on first use
 void drop_slots(Trainer *t);                   // forget the optimizer state
 void run_end(Run *r);                          // free what a statement held; safe twice
@@ -63,5 +95,24 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals);   // its means o
 void build_record_metrics(Ev *ev, AstNode *s, Metrics *m);   // kiln build (evaluate.c)
 int save_checkpoint(Ev *ev, const char *path, char *err, size_t len);
 void load_checkpoint(Ev *ev, const char *path, Span sp);
+
+// A train statement over several devices (parallel.c, --device cuda:0,1 or
+// cuda+cpu): each batch split between them in proportion to their measured
+// speed, each computing its share's gradients, which are summed (through NCCL
+// between GPUs, else through the host) and applied by the optimizer's update.
+typedef struct Par Par;
+// The parameters, data inputs and states the loss reads (data, params, states: ev's arena).
+void step_inputs(Ev *ev, AstNode *s, Node *loss, Node ***data, int *nd, Node ***params, int *np, Node ***states, int *ns);
+// The statistics updates a step computes (the last of each state) whose values
+// depend only on ins: their states' values (dst) and the values (outs). The count.
+int step_stat_updates(Ev *ev, Node **states, int ns, Node **ins, int nin, RtTensor **dst, Node **outs);
+// The graph with training mode on and only the inputs it reads kept (ins, and
+// vals and cols beside them, compacted; *nin updated).
+IrGraph *step_graph(Ev *ev, Span sp, Node **outs, int nout, Node **ins, RtTensor **vals, int *cols, int *nin);
+Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *update);
+// One step over the batch cols (n rows): loss the batch's mean; new values in update's outputs, as a step's.
+void par_step(Par *p, Step *update, const RtTensor *cols, int64_t n, int64_t seed, int first, Span sp, double *loss);
+void par_report(Par *p);    // the split and what it gained, on stderr
+void par_free(Par *p);
 
 #endif

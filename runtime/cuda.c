@@ -1,4 +1,4 @@
-// cuda.c: the CUDA driver, NVRTC and cuBLAS through dlopen (cuda.h). Nothing here
+// cuda.c: the CUDA driver, NVRTC, cuBLAS and NCCL through dlopen (cuda.h). Nothing here
 // links against CUDA; a missing piece is an error message, never a crash.
 #include "cuda.h"
 
@@ -13,6 +13,7 @@ static const char *const toolkit_dirs[] = {"", "/usr/local/cuda/lib64/", "/usr/l
 static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1",
                                           "libnvrtc.so.11.0", "libnvrtc.so"};
 static const char *const cublas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so"};
 
 // The first of names (in each of dirs) that loads; its path in loaded. tried: the
 // last loader error, for the message when none does.
@@ -171,32 +172,59 @@ int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen) {
   return 0;
 }
 
-int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen) {
-  if (cu->cublas_lib) return 0;
-  const char *want = getenv("KILN_CUBLAS");
+// An optional library: exactly $env when set, else the first of names that loads.
+// Its handle (its path in name), or NULL with the reason in err.
+static void *load_optional(const char *env, const char *what, const char *const *names, int n, char *name, size_t len,
+                           char *err, size_t errlen) {
+  const char *want = getenv(env);
   char tried[512] = "";
   void *lib;
   if (want && *want) {
     if (!(lib = dlopen(want, RTLD_NOW | RTLD_LOCAL))) {
       const char *e = dlerror();
-      snprintf(err, errlen, "cuBLAS not found: KILN_CUBLAS=%s does not load (%s)", want, e ? e : "dlopen failed");
-      return -1;
+      snprintf(err, errlen, "%s not found: %s=%s does not load (%s)", what, env, want, e ? e : "dlopen failed");
+      return NULL;
     }
-    snprintf(cu->cublas_name, sizeof cu->cublas_name, "%s", want);
-  } else if (!(lib = load_any(cublas_names, sizeof cublas_names / sizeof *cublas_names, cu->cublas_name,
-                              sizeof cu->cublas_name, tried, sizeof tried))) {
-    snprintf(err, errlen, "cuBLAS not found: tried libcublas.so.13 down to .so.11 (%s)", tried);
-    return -1;
+    snprintf(name, len, "%s", want);
+  } else if (!(lib = load_any(names, n, name, len, tried, sizeof tried))) {
+    snprintf(err, errlen, "%s not found: tried %s%s (%s)", what, names[0], n > 2 ? " and older" : "", tried);
+    return NULL;
   }
+  return lib;
+}
+
+// A library missing an entry point Kiln calls: said, and let go. 0 if none is missing.
+static int unusable(void *lib, const char *missing, const char *what, const char *name, char *err, size_t errlen) {
+  if (!missing) return 0;
+  snprintf(err, errlen, "%s in %s is unusable: it has no %s", what, name, missing);
+  dlclose(lib);
+  return -1;
+}
+
+int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen) {
+  if (cu->cublas_lib) return 0;
+  void *lib = load_optional("KILN_CUBLAS", "cuBLAS", cublas_names, sizeof cublas_names / sizeof *cublas_names,
+                            cu->cublas_name, sizeof cu->cublas_name, err, errlen);
+  if (!lib) return -1;
   const char *missing = NULL;
   RtCuda *t = cu;
   RT_CUDA_CUBLAS(RT_CUDA_RESOLVE)
-  if (missing) {
-    snprintf(err, errlen, "cuBLAS in %s is unusable: it has no %s", cu->cublas_name, missing);
-    dlclose(lib);
-    return -1;
-  }
+  if (unusable(lib, missing, "cuBLAS", cu->cublas_name, err, errlen)) return -1;
   cu->cublas_lib = lib;
+  return 0;
+}
+
+int rt_cuda_nccl(RtCuda *cu, char *err, size_t errlen) {
+  if (cu->nccl_lib) return 0;
+  void *lib = load_optional("KILN_NCCL", "NCCL", nccl_names, sizeof nccl_names / sizeof *nccl_names, cu->nccl_name,
+                            sizeof cu->nccl_name, err, errlen);
+  if (!lib) return -1;
+  const char *missing = NULL;
+  RtCuda *t = cu;
+  RT_CUDA_NCCL(RT_CUDA_RESOLVE)
+  if (unusable(lib, missing, "NCCL", cu->nccl_name, err, errlen)) return -1;
+  cu->nccl_lib = lib;
+  cu->ncclGetVersion(&cu->nccl_version);
   return 0;
 }
 

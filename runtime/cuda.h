@@ -113,6 +113,22 @@ typedef struct cublasContext *cublasHandle_t;
     int m, int n, int k, const double *alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, \
     long long sb, const double *beta, CUdeviceptr c, int ldc, long long sc, int batch))
 
+// NCCL (nccl.h's values: ncclSuccess 0, ncclSum 0, ncclFloat32 7, ncclFloat64 8): the
+// gradients' all-reduce of a training step split over several GPUs. Its streams
+// are the runtime API's cudaStream_t, which is the driver's CUstream.
+typedef int ncclResult_t;
+typedef struct ncclComm *ncclComm_t;
+enum { RT_NCCL_SUM = 0, RT_NCCL_F32 = 7, RT_NCCL_F64 = 8 };
+#define RT_CUDA_NCCL(X) \
+  X(ncclResult_t, ncclGetVersion, "ncclGetVersion", (int *version)) \
+  X(const char *, ncclGetErrorString, "ncclGetErrorString", (ncclResult_t r)) \
+  X(ncclResult_t, ncclCommInitAll, "ncclCommInitAll", (ncclComm_t *comms, int ndev, const int *devices)) \
+  X(ncclResult_t, ncclCommDestroy, "ncclCommDestroy", (ncclComm_t comm)) \
+  X(ncclResult_t, ncclGroupStart, "ncclGroupStart", (void)) \
+  X(ncclResult_t, ncclGroupEnd, "ncclGroupEnd", (void)) \
+  X(ncclResult_t, ncclAllReduce, "ncclAllReduce", (const void *send, void *recv, size_t count, int dtype, int op, \
+    ncclComm_t comm, CUstream stream))
+
 #define RT_CUDA_FIELD(ret, name, sym, params) ret (*name) params;
 typedef struct {
   void *lib;              // libcuda.so.1; NULL until rt_cuda_open succeeded
@@ -128,6 +144,10 @@ typedef struct {
   void *cublas_lib;       // rt_cuda_cublas
   char cublas_name[256];
   RT_CUDA_CUBLAS(RT_CUDA_FIELD)
+  void *nccl_lib;         // rt_cuda_nccl
+  char nccl_name[256];
+  int nccl_version;       // ncclGetVersion: 22105 is 2.21.5
+  RT_CUDA_NCCL(RT_CUDA_FIELD)
 } RtCuda;
 
 typedef struct {
@@ -150,6 +170,8 @@ void rt_cuda_device_release(RtCuda *cu, RtCudaDevice *d);
 int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen);
 // Loads cuBLAS (KILN_CUBLAS: exactly that library). 0, or -1 with the names tried.
 int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen);
+// Loads NCCL (KILN_NCCL: exactly that library; else libnccl.so.2). 0, or -1 with why not.
+int rt_cuda_nccl(RtCuda *cu, char *err, size_t errlen);
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a driver result, via the driver.
 void rt_cuda_strerror(const RtCuda *cu, CUresult r, char *buf, size_t len);
 // Forgets what cu loaded (cu is zeroed); the libraries stay in the process (cuda.c says why).
@@ -157,6 +179,8 @@ void rt_cuda_close(RtCuda *cu);
 // ---- running graphs (cuda_exec.c) ----------------------------------------------------
 // A device arena: one allocation that only grows.
 typedef struct { CUdeviceptr base; size_t cap; } RtCudaArena;
+// A run's copy out, waiting in pinned memory for rt_cuda_run_wait.
+typedef struct { void *host; size_t off, bytes; } RtCudaPending;
 
 // The device a program runs on, and what its generated host function needs: the
 // kernels of the program running now (fns, block: set by the caller before each
@@ -166,6 +190,8 @@ typedef struct {
   RtCudaDevice dev;
   CUstream stream;
   RtCudaArena ws, args;        // the graph's workspace; the run's inputs, constants and outputs
+  char *pinned; size_t pinned_cap;   // page-locked host staging for a run's copies (grows)
+  RtCudaPending *pend; int npend, pend_cap;   // the copies out that the wait finishes
   cublasHandle_t blas;         // NULL without cuBLAS: products run as Kiln's tiled kernels
   char blas_why[256];          // then why
   CUfunction *fns;
@@ -173,12 +199,16 @@ typedef struct {
   int nfns;
   CUevent *marks; int nmarks; // with profiling: an event before each launch step, and one after the last
   int profiling;              // rt_cuda_mark records events
+  CUevent span[2];             // rt_cuda_time_begin and _end: a stretch of the stream, timed
   char err[512];               // the first failure, "" if none; the caller clears it
 } RtCudaExec;
 
 // Opens the driver (if cu has not been), device `ordinal`'s context and a stream. 0 or -1.
 int rt_cuda_exec_open(RtCudaExec *x, RtCuda *cu, int ordinal, char *err, size_t errlen);
 void rt_cuda_exec_close(RtCudaExec *x);   // frees the arenas, the stream and the context
+// Makes x's context the thread's current one. Every function below that takes an
+// RtCudaExec does so first, so one thread can drive several devices in turn.
+int rt_cuda_use(RtCudaExec *x);
 // For the generated host function (x is an RtCudaExec); each 0 or -1 (0 for an
 // address) with the reason in x->err. launch: step's kernel over `work` items,
 // each a block (per_block) or a thread; params as cuLaunchKernel's.
@@ -233,6 +263,23 @@ void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g);
 size_t rt_cuda_arg_bytes(size_t bytes);
 int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
                 int nconst, int nout, const CUdeviceptr *resident, double *step_ms);
+// rt_cuda_run in two halves, so that one thread keeps several devices (and its own
+// CPU work) busy at once: start stages the inputs in pinned memory and queues
+// their copies, the kernels and the copies out (into pinned memory again: a copy
+// to pageable memory would make the host wait for the kernels), and returns;
+// wait waits for them, moves the results to host[] and adds the profile (step_ms
+// as in rt_cuda_run). Each 0 or -1.
+int rt_cuda_run_start(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes,
+                      int nin, int nconst, int nout, const CUdeviceptr *resident, int profile);
+int rt_cuda_run_wait(RtCudaExec *x, const RtCudaProg *g, double *step_ms);
+// Times a stretch of x's stream: begin and end record events; after a wait,
+// rt_cuda_time_ms gives the milliseconds between them (the device's own time,
+// whatever the host did meanwhile). 0 or -1.
+int rt_cuda_time_begin(RtCudaExec *x);
+int rt_cuda_time_end(RtCudaExec *x);
+double rt_cuda_time_ms(RtCudaExec *x);
+// Sets bytes of device memory to zero on x's stream. 0 or -1.
+int rt_cuda_zero(RtCudaExec *x, CUdeviceptr p, size_t bytes);
 // An allocation of its own (a tensor kept on the device), 0 on failure (x->err); and its release.
 CUdeviceptr rt_cuda_alloc(RtCudaExec *x, size_t bytes);
 void rt_cuda_free(RtCudaExec *x, CUdeviceptr p);

@@ -58,9 +58,16 @@ static void arena_free(RtCudaExec *x, RtCudaArena *a) {
   a->cap = 0;
 }
 
+int rt_cuda_use(RtCudaExec *x) {
+  CUresult r = x->cu->cuCtxSetCurrent(x->dev.ctx);
+  return r ? failed(x, r, "cuCtxSetCurrent") : 0;
+}
+
 void rt_cuda_exec_close(RtCudaExec *x) {
   if (!x->cu || !x->dev.ctx) return;
+  rt_cuda_use(x);
   x->cu->cuStreamSynchronize(x->stream);
+  for (int i = 0; i < 2; i++) if (x->span[i]) x->cu->cuEventDestroy(x->span[i]);
   if (x->blas) x->cu->cublasDestroy(x->blas);
   x->blas = NULL;
   for (int i = 0; i < x->nmarks; i++) x->cu->cuEventDestroy(x->marks[i]);
@@ -69,6 +76,12 @@ void rt_cuda_exec_close(RtCudaExec *x) {
   x->nmarks = 0;
   arena_free(x, &x->ws);
   arena_free(x, &x->args);
+  if (x->pinned) x->cu->cuMemFreeHost(x->pinned);
+  x->pinned = NULL;
+  x->pinned_cap = 0;
+  free(x->pend);
+  x->pend = NULL;
+  x->npend = x->pend_cap = 0;
   x->cu->cuStreamDestroy(x->stream);
   rt_cuda_device_release(x->cu, &x->dev);
   x->cu = NULL;
@@ -117,12 +130,13 @@ int rt_cuda_launch(void *xp, int step, int64_t work, int per_block, void **param
 
 CUdeviceptr rt_cuda_alloc(RtCudaExec *x, size_t bytes) {
   CUdeviceptr p = 0;
+  if (rt_cuda_use(x)) return 0;
   CUresult r = x->cu->cuMemAlloc(&p, bytes ? bytes : 1);
   return r ? failed(x, r, "cuMemAlloc of %zu bytes", bytes), 0 : p;
 }
 
 void rt_cuda_free(RtCudaExec *x, CUdeviceptr p) {
-  if (p) x->cu->cuMemFree(p);
+  if (p && !rt_cuda_use(x)) x->cu->cuMemFree(p);
 }
 
 int rt_cuda_mark(void *xp, int i) {
@@ -154,18 +168,44 @@ int rt_cuda_copy(void *xp, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
 }
 
 int rt_cuda_upload(RtCudaExec *x, CUdeviceptr dst, const void *src, size_t bytes) {
+  if (rt_cuda_use(x)) return -1;
   CUresult r = x->cu->cuMemcpyHtoDAsync(dst, src, bytes, x->stream);
   return r ? failed(x, r, "cuMemcpyHtoDAsync of %zu bytes", bytes) : 0;
 }
 
 int rt_cuda_download(RtCudaExec *x, void *dst, CUdeviceptr src, size_t bytes) {
+  if (rt_cuda_use(x)) return -1;
   CUresult r = x->cu->cuMemcpyDtoHAsync(dst, src, bytes, x->stream);
   return r ? failed(x, r, "cuMemcpyDtoHAsync of %zu bytes", bytes) : 0;
 }
 
 int rt_cuda_sync(RtCudaExec *x) {
+  if (rt_cuda_use(x)) return -1;
   CUresult r = x->cu->cuStreamSynchronize(x->stream);
   return r ? failed(x, r, "cuStreamSynchronize") : 0;
+}
+
+int rt_cuda_zero(RtCudaExec *x, CUdeviceptr p, size_t bytes) {
+  if (rt_cuda_use(x)) return -1;
+  CUresult r = x->cu->cuMemsetD8Async(p, 0, bytes, x->stream);
+  return r ? failed(x, r, "cuMemsetD8Async of %zu bytes", bytes) : 0;
+}
+
+static int span_mark(RtCudaExec *x, int i) {
+  CUresult r = 0;
+  if (rt_cuda_use(x)) return -1;
+  if (!x->span[i] && (r = x->cu->cuEventCreate(&x->span[i], 0))) return x->span[i] = NULL, failed(x, r, "cuEventCreate");
+  r = x->cu->cuEventRecord(x->span[i], x->stream);
+  return r ? failed(x, r, "cuEventRecord") : 0;
+}
+
+int rt_cuda_time_begin(RtCudaExec *x) { return span_mark(x, 0); }
+int rt_cuda_time_end(RtCudaExec *x) { return span_mark(x, 1); }
+
+double rt_cuda_time_ms(RtCudaExec *x) {
+  float ms = 0;
+  if (!x->span[0] || !x->span[1] || x->cu->cuEventElapsedTime(&ms, x->span[0], x->span[1])) return 0;
+  return ms;
 }
 
 // Row-major C = A @ B is column-major C' = B' A': cuBLAS gets B first, and an
@@ -203,7 +243,8 @@ int rt_cuda_prog_load(RtCudaExec *x, RtCudaProg *g, const void *image, const cha
                       int nsteps, RtCudaHost host, char *err, size_t errlen) {
   char why[256];
   memset(g, 0, sizeof *g);
-  CUresult r = x->cu->cuModuleLoadData(&g->mod, image);
+  CUresult r = x->cu->cuCtxSetCurrent(x->dev.ctx);
+  if (!r) r = x->cu->cuModuleLoadData(&g->mod, image);
   if (r) {
     g->mod = NULL;
     rt_cuda_strerror(x->cu, r, why, sizeof why);
@@ -227,7 +268,7 @@ int rt_cuda_prog_load(RtCudaExec *x, RtCudaProg *g, const void *image, const cha
 }
 
 void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g) {
-  if (g->mod) x->cu->cuModuleUnload(g->mod);
+  if (g->mod && !rt_cuda_use(x)) x->cu->cuModuleUnload(g->mod);
   free(g->fns);
   free(g->block);
   memset(g, 0, sizeof *g);
@@ -238,9 +279,35 @@ size_t rt_cuda_arg_bytes(size_t bytes) { return ((bytes ? bytes : 1) + 255) & ~(
 // Every argument gets its own place in the arguments' arena, 256-byte aligned
 // (the kernels read 16 bytes at a time); an output over a donated input starts
 // as a copy of it on the device (the host function makes it).
-int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
-                int nconst, int nout, const CUdeviceptr *resident, double *step_ms) {
+// Pinned staging of `bytes`, NULL if the host cannot lock that much (the copies
+// then go from pageable memory, correct but synchronous).
+static char *pinned(RtCudaExec *x, size_t bytes) {
+  if (bytes <= x->pinned_cap) return x->pinned;
+  if (x->pinned) x->cu->cuMemFreeHost(x->pinned);
+  x->pinned = NULL;
+  x->pinned_cap = 0;
+  size_t want = (bytes + bytes / 4 + 4095) & ~(size_t)4095;
+  void *p = NULL;
+  if (x->cu->cuMemAllocHost(&p, want)) return NULL;
+  x->pinned = p;
+  x->pinned_cap = want;
+  return x->pinned;
+}
+
+static void pend(RtCudaExec *x, void *host, size_t off, size_t bytes) {
+  if (x->npend == x->pend_cap) {
+    x->pend_cap = x->pend_cap ? 2 * x->pend_cap : 16;
+    if (!(x->pend = realloc(x->pend, sizeof *x->pend * x->pend_cap))) abort();
+  }
+  x->pend[x->npend++] = (RtCudaPending){host, off, bytes};
+}
+
+int rt_cuda_run_start(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes,
+                      int nin, int nconst, int nout, const CUdeviceptr *resident, int profile) {
   int n = nin + nconst + nout;
+  x->err[0] = 0;
+  x->npend = 0;
+  if (rt_cuda_use(x)) return -1;
   CUdeviceptr stack[64], *dev = n <= 64 ? stack : malloc(sizeof *dev * n);
   if (!dev) abort();
   size_t total = 0;
@@ -249,24 +316,50 @@ int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *cons
     dev[i] = total;
     total += rt_cuda_arg_bytes(bytes[i]);
   }
-  x->err[0] = 0;
   x->fns = g->fns;
   x->block = g->block;
   x->nfns = g->nsteps;
-  x->profiling = step_ms != NULL;
+  x->profiling = profile;
   CUdeviceptr base = rt_cuda_args(x, total);
+  char *pin = base ? pinned(x, total) : NULL;   // laid out as the arguments' arena
   int rc = base ? 0 : -1;
 #define KEPT(i) (resident && resident[i])
   for (int i = 0; i < n; i++) dev[i] = KEPT(i) ? resident[i] : dev[i] + base;
-  for (int i = 0; i < nin + nconst && !rc; i++) if (!KEPT(i)) rc = rt_cuda_upload(x, dev[i], host[i], bytes[i]);
+  for (int i = 0; i < nin + nconst && !rc; i++) {
+    if (KEPT(i)) continue;
+    const void *src = host[i];
+    if (pin && bytes[i]) src = memcpy(pin + (dev[i] - base), host[i], bytes[i]);
+    rc = rt_cuda_upload(x, dev[i], src, bytes[i]);
+  }
   if (!rc) rc = g->host(x, D, dev, dev + nin, dev + nin + nconst);
-  for (int i = nin + nconst; i < n && !rc; i++) if (!KEPT(i)) rc = rt_cuda_download(x, host[i], dev[i], bytes[i]);
+  for (int i = nin + nconst; i < n && !rc; i++) {
+    if (KEPT(i)) continue;
+    if (!pin || !bytes[i]) { rc = rt_cuda_download(x, host[i], dev[i], bytes[i]); continue; }
+    rc = rt_cuda_download(x, pin + (dev[i] - base), dev[i], bytes[i]);
+    pend(x, host[i], dev[i] - base, bytes[i]);
+  }
 #undef KEPT
-  if (!rc) rc = rt_cuda_sync(x);
-  for (int i = 0; step_ms && !rc && i < g->nsteps; i++) step_ms[i] += rt_cuda_step_ms(x, i);
   x->fns = NULL;
   x->nfns = 0;
-  x->profiling = 0;
   if (dev != stack) free(dev);
+  if (rc) x->npend = 0;
   return rc;
+}
+
+int rt_cuda_run_wait(RtCudaExec *x, const RtCudaProg *g, double *step_ms) {
+  int rc = rt_cuda_sync(x);
+  for (int i = 0; !rc && i < x->npend; i++) memcpy(x->pend[i].host, x->pinned + x->pend[i].off, x->pend[i].bytes);
+  x->npend = 0;
+  for (int i = 0; step_ms && !rc && i < g->nsteps; i++) step_ms[i] += rt_cuda_step_ms(x, i);
+  x->profiling = 0;
+  return rc;
+}
+
+int rt_cuda_run(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes, int nin,
+                int nconst, int nout, const CUdeviceptr *resident, double *step_ms) {
+  if (rt_cuda_run_start(x, g, D, host, bytes, nin, nconst, nout, resident, step_ms != NULL)) {
+    x->profiling = 0;
+    return -1;
+  }
+  return rt_cuda_run_wait(x, g, step_ms);
 }

@@ -297,18 +297,22 @@ def built(T, tmp):
             in b.stderr, b.stderr)
 
 
-def repl_training(T, tmp):
-    """Training in the REPL on the device, then the weights read on the device and,
-    after :device cpu, on the CPU: the state kept on the device during the train
-    statement is back on the host after it."""
+def small_training(tmp):
+    """A REPL program that trains a 5 x 2 W for 3 epochs on a small CSV data set it writes."""
     rng = np.random.default_rng(3)
     path = os.path.join(tmp, "small.csv")
     x = rng.normal(0, 1, (300, 5)).astype(np.float32)
     y = (x[:, 0] + x[:, 1] > 0).astype(int)
     np.savetxt(path, np.column_stack([x, y]), delimiter=",", fmt="%.6g")
-    prog = ('data d = csv("%s")\ninput x : f32[B, 5]\ninput y : i32[B]\nparam W : f32[5, 2] = zeros\n'
-            'train mean(softmax_cross_entropy(x @ W, y)) on d.train with adam(lr=0.05), batch=32, epochs=3\n'
-            'print sum(W * W), W[0, 0]\n' % path)
+    return ('data d = csv("%s")\ninput x : f32[B, 5]\ninput y : i32[B]\nparam W : f32[5, 2] = zeros\n'
+            'train mean(softmax_cross_entropy(x @ W, y)) on d.train with adam(lr=0.05), batch=32, epochs=3\n' % path)
+
+
+def repl_training(T, tmp):
+    """Training in the REPL on the device, then the weights read on the device and,
+    after :device cpu, on the CPU: the state kept on the device during the train
+    statement is back on the host after it."""
+    prog = small_training(tmp) + "print sum(W * W), W[0, 0]\n"
     cpu = run([], stdin=prog)
     gpu = run([], stdin=":device cuda\n" + prog + ":device cpu\nprint sum(W * W), W[0, 0]\n")
     want = cpu.stdout.strip().split("\n")[-1]
@@ -327,7 +331,9 @@ def repl(T):
             and lines[3] == lines[2] and lines[4] == "30.1929" and lines[5] == "[0.0900306, 0.244728, 0.665241]"
             and lines[6] == lines[0] and lines[7] == "30.1929", p.stdout + p.stderr)
     T.check("REPL :device refuses a second GPU and a malformed name",
-            "a session uses one GPU" in p.stderr and ":device takes cpu, cuda or cuda:N, not 'gpu'" in p.stderr, p.stderr)
+            "a session's graphs use one GPU (start another for cuda:7)" in p.stderr
+            and ":device: a device is cpu, cuda, cuda:N, cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), not 'gpu'"
+            in p.stderr, p.stderr)
 
 
 def refusals(T, tmp):

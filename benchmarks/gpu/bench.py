@@ -72,8 +72,10 @@ def kiln(args, kiln_bin, env=None, timeout=600):
     return subprocess.run([kiln_bin] + args, capture_output=True, text=True, timeout=timeout, env=e)
 
 
-def kiln_train_time(kiln_bin, model, steps, data, tmp):
-    """Seconds for `steps` training steps: two runs, 2 and 2 + steps, their epochs' training times apart."""
+def kiln_train_time(kiln_bin, model, steps, data, tmp, device="cuda", res=None):
+    """Seconds for `steps` training steps: two runs, 2 and 2 + steps, their epochs' training times apart.
+    With device cuda+cpu (the batch split between the GPU and the CPU's threads), the split stderr reports goes
+    to res["split_MODEL"]."""
     src = open(os.path.join(ROOT, "examples", model + ".kiln")).read()
     src = src.replace('"/usr/share/datasets/fashion-mnist"', '"%s"' % data)
     src = re.sub(r"(?m)^save .*$", "", src)
@@ -82,8 +84,11 @@ def kiln_train_time(kiln_bin, model, steps, data, tmp):
         f.write(src)
     t = {}
     for n in (2, 2 + steps):
-        p = kiln(["run", path, "--device", "cuda", "--epochs", "1", "--max-steps", str(n), "--eval-examples", "128",
+        p = kiln(["run", path, "--device", device, "--epochs", "1", "--max-steps", str(n), "--eval-examples", "128",
                   "--progress", "lines"], kiln_bin)
+        split = re.search(r"(?m)^kiln: each batch was split (.*)$", p.stderr)
+        if res is not None and split:
+            res["split_" + model] = split.group(1)
         m = re.search(EPOCH, p.stderr + p.stdout, re.M)
         if p.returncode or not m:
             raise RuntimeError("kiln %s: %s" % (model, (p.stderr + p.stdout)[-600:]))
@@ -250,11 +255,13 @@ def main():
         copy_and_chain(torch, dev, kiln_bin, tmp, res)
         nvrtc_latency(kiln_bin, arch, tmp, res)
         for model in o.models.split(","):
-            for system in ("kiln", "torch", "torch.compile"):
+            for system in ("kiln", "kiln_hybrid", "torch", "torch.compile"):
                 ts = []
                 for _ in range(o.reps):
                     if system == "kiln":
                         ts.append(kiln_train_time(kiln_bin, model, o.steps, data, tmp))
+                    elif system == "kiln_hybrid":   # the GPU and this machine's CPU threads, each a share of the batch
+                        ts.append(kiln_train_time(kiln_bin, model, o.steps, data, tmp, "cuda+cpu", res))
                     else:
                         ts.append(torch_train_time(torch, dev, model, o.steps, system == "torch.compile"))
                 res["train_%s_%s" % (model, system)] = 128 * o.steps / statistics.median(ts)
@@ -275,8 +282,16 @@ def table(r):
             continue
         k, e, c = r["train_%s_kiln" % m], r["train_%s_torch" % m], r["train_%s_torch.compile" % m]
         t.append("| %s training, ex/s | %.0f | %.0f | %.0f | %.2f | %.2f |" % (m.upper(), k, e, c, k / e, k / c))
+        h = r.get("train_%s_kiln_hybrid" % m)
+        if h:
+            t.append("| %s training, GPU + CPU (`--device cuda+cpu`), ex/s | %.0f | %.0f | %.0f | %.2f | %.2f |"
+                     % (m.upper(), h, e, c, h / e, h / c))
     k, e, c = r["chain_kiln_GBs"], r["chain_torch_GBs"], r["chain_torch_compile_GBs"]
     t.append("| elementwise chain, GB/s | %.0f | %.0f | %.0f | %.2f | %.2f |" % (k, e, c, k / e, k / c))
+    for m in ("mlp", "cnn"):
+        if "split_" + m in r:
+            t += ["", "%s over the GPU and the CPU: each batch was split %s; %.2fx Kiln on the GPU alone."
+                  % (m.upper(), r["split_" + m], r["train_%s_kiln_hybrid" % m] / r["train_%s_kiln" % m])]
     t += ["", "Device-to-device copy: %.0f GB/s; the chain reaches %.0f%% of it (target: 80%%)."
           % (r["copy_GBs"], 100 * r["chain_kiln_GBs"] / r["copy_GBs"]), "",
           "| NVRTC | graphs | cold, median ms per graph | cold, max | cold command, s | cached: hits, command s |",

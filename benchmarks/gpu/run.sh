@@ -34,10 +34,17 @@ if [ ! -x build-gpu/kiln ]; then
 fi
 build-gpu/kiln --version
 export PYTHONUNBUFFERED=1 KILN_TEST_JOBS=${KILN_TEST_JOBS:-$(nproc)} KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-gpu-cache}
+# NCCL, for cuda:0,1: PyTorch's wheel carries one when the loader's path has none.
+if [ -z "${KILN_NCCL:-}" ] && ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+  n=$($py -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
+  [ -n "$n" ] && [ -f "$n" ] && export KILN_NCCL=$n
+fi
 rc=0
 if [ "$what" != --bench ]; then
   echo "=== test_cuda_run.py --real"
   $py tests/test_cuda_run.py build-gpu/kiln --real | grep -v '^ok' || rc=1
+  echo "=== test_parallel.py --real"   # cuda+cpu; cuda:0,1 too where there are two GPUs
+  KILN_TEST_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') $py tests/test_parallel.py build-gpu/kiln --real | grep -v '^ok' || rc=1
   for t in ops gradcheck nn; do
     echo "=== test_$t.py on the GPU"
     KILN_TEST_DEVICE=cuda $py tests/test_$t.py build-gpu/kiln | grep -v '^ok' || rc=1

@@ -5,6 +5,10 @@
 // copies outside an allocation, unknown pointers freed, kernels missing from a
 // module; fresh allocations are filled with 0xFF bytes (NaN in any float type)
 // so that a kernel reading memory nothing wrote shows up in results.
+// Each stream belongs to the context current when it was made, and work queued
+// on it while another context is current fails (CUDA_ERROR_INVALID_CONTEXT), as
+// it does on a real driver: this catches a caller driving several devices that
+// forgot to switch.
 // $KILN_FAKE_CUDA_DEVICES: how many devices (default 1; 0 gives CUDA_ERROR_NO_DEVICE).
 #include <dlfcn.h>
 #include <stdint.h>
@@ -19,7 +23,9 @@ typedef struct Function { void (*run)(unsigned gx, unsigned bx, void **params); 
 typedef struct { void *lib; char path[64]; Function *fns; } Module;   // fns: freed with the module
 typedef struct { double ms; } Event;
 enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEVICE = 100, INVALID_IMAGE = 200,
-       NOT_FOUND = 500, INVALID_HANDLE = 400 };
+       NOT_FOUND = 500, INVALID_HANDLE = 400, INVALID_CONTEXT = 201 };
+typedef struct { void *ctx; } Stream;
+static __thread void *current;   // the thread's current context
 
 typedef struct { char *p; size_t n; } Alloc;
 static Alloc *allocs;   // a test double's own bookkeeping: one process, one fake device
@@ -34,7 +40,7 @@ int cuInit(unsigned flags) { (void)flags; inited = 1; return ndevices() ? OK : N
 int cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 int cuGetErrorName(int e, const char **s) {
   *s = e == OK ? "CUDA_SUCCESS" : e == INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : e == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
-       : e == NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : e == INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE" : e == NOT_FOUND ? "CUDA_ERROR_NOT_FOUND"
+       : e == NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : e == INVALID_CONTEXT ? "CUDA_ERROR_INVALID_CONTEXT" : e == INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE" : e == NOT_FOUND ? "CUDA_ERROR_NOT_FOUND"
        : "CUDA_ERROR_UNKNOWN";
   return OK;
 }
@@ -50,7 +56,13 @@ int cuDeviceGetAttribute(int *v, int attr, int d) {
 int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)4 << 30; return OK; }
 int cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)(intptr_t)(d + 1); return OK; }
 int cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return OK; }
-int cuCtxSetCurrent(void *c) { (void)c; return OK; }
+int cuCtxSetCurrent(void *c) {
+  if ((intptr_t)c < 0 || (intptr_t)c > ndevices()) return INVALID_VALUE;
+  current = c;
+  return OK;
+}
+// Work on stream s needs s's context current.
+static int on(const Stream *s) { return !s ? (current ? OK : INVALID_CONTEXT) : s->ctx == current ? OK : INVALID_CONTEXT; }
 int cuCtxSynchronize(void) { return OK; }
 
 int cuModuleLoadData(Module **m, const void *image) {
@@ -89,8 +101,9 @@ int cuModuleGetFunction(Function **f, Module *m, const char *name) {
   return OK;
 }
 int cuLaunchKernel(Function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                   unsigned shared, void *s, void **params, void **extra) {
-  (void)s; (void)extra;
+                   unsigned shared, Stream *s, void **params, void **extra) {
+  (void)extra;
+  if (on(s)) return INVALID_CONTEXT;
   if (!f || gx == 0 || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx == 0 || bx > 1024 || shared) return INVALID_VALUE;
   f->run(gx, bx, params);
   return OK;
@@ -121,40 +134,46 @@ int cuMemFree_v2(CUdeviceptr p) {
 }
 int cuMemAllocHost_v2(void **p, size_t n) { return (*p = malloc(n ? n : 1)) ? OK : OUT_OF_MEMORY; }
 int cuMemFreeHost(void *p) { free(p); return OK; }
-int cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, void *s) {
-  (void)s;
+int cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, Stream *s) {
+  if (on(s)) return INVALID_CONTEXT;
   if (!n) return OK;
   if (find(d, n) < 0) return INVALID_VALUE;
   memcpy((void *)d, h, n);
   return OK;
 }
-int cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, void *s) {
-  (void)s;
+int cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, Stream *s) {
+  if (on(s)) return INVALID_CONTEXT;
   if (!n) return OK;
   if (find(d, n) < 0) return INVALID_VALUE;
   memcpy(h, (void *)d, n);
   return OK;
 }
-int cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr src, size_t n, void *s) {
-  (void)s;
+int cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr src, size_t n, Stream *s) {
+  if (on(s)) return INVALID_CONTEXT;
   if (!n) return OK;
   if (find(d, n) < 0 || find(src, n) < 0) return INVALID_VALUE;
   memmove((void *)d, (void *)src, n);
   return OK;
 }
-int cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *s) {
-  (void)s;
+int cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, Stream *s) {
+  if (on(s)) return INVALID_CONTEXT;
   if (!n) return OK;
   if (find(d, n) < 0) return INVALID_VALUE;
   memset((void *)d, v, n);
   return OK;
 }
-int cuStreamCreate(void **s, unsigned flags) { (void)flags; *s = malloc(1); return *s ? OK : OUT_OF_MEMORY; }
-int cuStreamDestroy_v2(void *s) { free(s); return OK; }
-int cuStreamSynchronize(void *s) { (void)s; return OK; }
+int cuStreamCreate(Stream **s, unsigned flags) {
+  (void)flags;
+  if (!current) return INVALID_CONTEXT;
+  if (!(*s = malloc(sizeof **s))) return OUT_OF_MEMORY;
+  (*s)->ctx = current;
+  return OK;
+}
+int cuStreamDestroy_v2(Stream *s) { free(s); return OK; }
+int cuStreamSynchronize(Stream *s) { return on(s); }
 int cuEventCreate(Event **e, unsigned flags) { (void)flags; *e = calloc(1, sizeof **e); return *e ? OK : OUT_OF_MEMORY; }
-int cuEventRecord(Event *e, void *s) {
-  (void)s;
+int cuEventRecord(Event *e, Stream *s) {
+  if (on(s)) return INVALID_CONTEXT;
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   e->ms = t.tv_sec * 1e3 + t.tv_nsec / 1e6;

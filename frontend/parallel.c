@@ -1,0 +1,464 @@
+// A train statement over several devices (--device cuda:0,1 or cuda+cpu): data
+// parallelism. Each batch is split into contiguous shares, one per device, in
+// proportion to the devices' measured speed (Caffe con Troll's hybrid CPU+GPU
+// training); each device runs the gradient graph on its share, whose loss is
+// scaled by the share's fraction of the batch, so that the shares' gradients
+// sum to the whole batch's for a loss that is a mean over the batch (plus any
+// term that does not depend on the batch, such as weight decay). Then:
+//  - GPUs only, with NCCL: the gradients are all-reduced on the GPUs and each
+//    GPU applies the optimizer's update to its own copy of the state (the same
+//    kernels on the same sums keep the copies equal); the state never leaves
+//    the GPUs.
+//  - otherwise (the CPU takes a share, or NCCL is missing): the gradients come
+//    to the host, are summed there, and the update runs on the CPU; GPUs read
+//    the parameters from the host at each step.
+// Batch-norm statistics are computed per share and one share's are kept (as
+// data-parallel frameworks do without synchronized batch norm), and dropout
+// draws a stream of its own on each device.
+#include "train_int.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { PAR_MAX = PIPE_MAXPEERS + 1, BALANCE_FIRST = 3, BALANCE_EVERY = 50 };
+enum { COL_SHARE = -2, COL_SEED = -3 };   // Par.col: inputs each worker sets itself
+
+typedef struct {
+  Pipe *pipe;            // &ev->pipe for the first, else own
+  Pipe own;
+  int device;            // CUDA ordinal, -1 the CPU
+  Program *grad;         // its share's loss, gradients and statistics
+  Program *update;       // with NCCL: the optimizer's update on this GPU
+  RtTensor *in, *out;    // grad's arguments; its results (out owned)
+  RtTensor share, seed;  // its fraction of the batch (f64), its random stream (i64)
+  int64_t n, row;        // this step's rows, from row
+  double frac;           // its fraction of a batch, from the last balance
+  double ms;             // this step's time on its share
+  double sum_n, sum_ms;  // since the last balance
+  double rate;           // rows per ms, measured at the last balance (0: not yet)
+} Worker;
+
+struct Par {
+  Ev *ev;
+  int nw;
+  Worker w[PAR_MAX];
+  int nccl;                 // gradients all-reduced between the GPUs, each applying the update
+  ncclComm_t comm[PAR_MAX];
+  Pipe host;                // without NCCL: the update runs here, on the CPU
+  Program *update;
+  Node **ins; int nin; int *col; RtTensor **val;   // the gradient graph's inputs: data column, or value
+  int np, nstat;            // its outputs: the loss, np gradients, nstat statistics
+  RtTensor **stat_dst;      // the states the statistics replace
+  RtTensor *gsum;           // without NCCL: the gradients summed (np)
+  RtTensor *uin;            // an update's arguments
+  int64_t steps;
+  double wall_ms, wall_n;   // since the last balance: the steps' time and rows
+  double last_rate;         // rows per ms of the whole at the last balance
+  int balances;
+};
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void worker_name(const Worker *w, char *buf, size_t len) {
+  if (w->device < 0) snprintf(buf, len, "the CPU");
+  else snprintf(buf, len, "cuda:%d", w->device);
+}
+
+// A worker's pipe: ev's, for another device (the JIT, the context and NVRTC shared).
+static void worker_open(Ev *ev, Worker *w, Span sp) {
+  char err[1024];
+  w->own = ev->pipe;
+  w->own.device = w->device;
+  w->own.cx = NULL;
+  w->own.kept = NULL; w->own.nkept = 0;
+  w->own.mirrors = NULL; w->own.nmirrors = 0;
+  w->own.npeers = 0;
+  w->pipe = &w->own;
+  if (w->device >= 0 && pipe_open_device(w->pipe, err, sizeof err)) ev_fail(ev, sp, "%s", err);
+}
+
+// Forgets what p keeps on its device, copying nothing back (a copy of what the first device holds).
+static void pipe_drop(Pipe *p) {
+  char err[8];
+  for (int m = 0; m < p->nmirrors; m++) p->mirrors[m].host_stale = 0;
+  pipe_cuda_release(p, err, sizeof err);
+}
+
+static Program *compile_on(Ev *ev, Pipe *p, IrGraph *g, const char *what, const Worker *w, Span sp) {
+  char err[8192], label[300], who[32] = "the CPU";
+  if (w) worker_name(w, who, sizeof who);
+  snprintf(label, sizeof label, "%s of %s:%d:%d on %s", what, sp.src->name, sp.line, sp.col, who);
+  p->label = label;
+  Program *pr = pipe_compile(p, g, err, sizeof err);
+  p->label = NULL;
+  if (!pr) ev_fail(ev, sp, "could not compile the %s: %s", what, err);
+  return pr;
+}
+
+// The gradient graph: the share's loss, the gradients of the loss times its
+// share of the batch, and the statistics updates.
+static IrGraph *grad_graph(Par *P, AstNode *s, Node *loss, RtDataset *ds, const char *dname) {
+  Ev *ev = P->ev;
+  IrCtx *c = ev->c;
+  Node **data, **params, **states;
+  int nd, np, ns;
+  step_inputs(ev, s, loss, &data, &nd, &params, &np, &states, &ns);
+  for (int i = 0; i < nd; i++)
+    if (!data[i]->ndim || !data[i]->shape[0].sym || data[i]->shape[0].k != 1) {
+      char b[128];
+      ev_fail(ev, s->span, "splitting each batch over devices needs every data input's first axis to be the batch "
+              "(a symbolic size such as B); '%s' has shape %s", data[i]->a.name,
+              ir_shape_str(c, data[i]->ndim, data[i]->shape, b, sizeof b));
+    }
+  Node *y = loss->dtype == DT_F32 || loss->dtype == DT_F64 ? loss : ir_cast(c, loss, DT_F32);
+  Node *share = ir_input(c, "batch_share", ROLE_INPUT, DT_F64, 0, NULL);
+  int cap = nd + np + ns + 2;
+  P->ins = arena_alloc(ev->arena, sizeof(Node *) * cap);
+  P->col = arena_alloc(ev->arena, sizeof(int) * cap);
+  P->val = arena_alloc(ev->arena, sizeof(RtTensor *) * cap);
+  Node **outs = arena_alloc(ev->arena, sizeof(Node *) * (1 + np + ev->nupdates + 1));
+  P->stat_dst = arena_alloc(ev->arena, sizeof(RtTensor *) * (ev->nupdates + 1));
+  outs[0] = y;
+  if (pass_grad(c, ir_binary(c, OP_MUL, y, ir_cast(c, share, y->dtype)), NULL, params, np, outs + 1))
+    ev_fail(ev, s->lhs->span, "%s", c->err);
+  int ni = 0;
+  for (int i = 0; i < nd; i++) P->ins[ni] = data[i], P->val[ni] = NULL, P->col[ni++] = column_of(ev, ds, data[i], dname, s->rhs->span);
+  for (int i = 0; i < np; i++) P->ins[ni] = params[i], P->val[ni] = ev_param_value(ev, params[i]), P->col[ni++] = -1;
+  for (int i = 0; i < ns; i++) P->ins[ni] = states[i], P->val[ni] = ev_param_value(ev, states[i]), P->col[ni++] = -1;
+  P->np = np;
+  P->nstat = step_stat_updates(ev, states, ns, P->ins, ni, P->stat_dst, outs + 1 + np);
+  P->ins[ni] = share, P->val[ni] = NULL, P->col[ni++] = COL_SHARE;
+  if (ev->step) P->ins[ni] = ev->step, P->val[ni] = NULL, P->col[ni++] = COL_SEED;
+  IrGraph *g = step_graph(ev, s->span, outs, 1 + np + P->nstat, P->ins, P->val, P->col, &ni);
+  P->nin = ni;
+  return g;
+}
+
+static void keep_all(Pipe *p, RtTensor *t, int n) {
+  for (int i = 0; i < n; i++) pipe_cuda_keep(p, &t[i]);
+}
+
+Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *up) {
+  Span sp = s->span;
+  Par *P = calloc(1, sizeof *P);
+  if (!P) abort();
+  trainer(ev)->run.par = P;   // run_end frees it, also after an error below
+  P->ev = ev;
+  P->nw = 1 + ev->pipe.npeers;
+  if (ts->batch < P->nw)
+    ev_fail(ev, sp, "batch %lld is smaller than the %d devices it is split over", (long long)ts->batch, P->nw);
+  int cpu = 0, devs[PAR_MAX];
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    w->device = devs[k] = k ? ev->pipe.peers[k - 1] : ev->pipe.device;
+    w->frac = 1.0 / P->nw;
+    cpu |= w->device < 0;
+    if (k) worker_open(ev, w, sp);
+    else w->pipe = &ev->pipe;
+    w->share = rt_tensor_new(RT_F64, 0, NULL);
+    w->seed = rt_tensor_new(RT_I64, 0, NULL);
+  }
+  char why[512] = "";
+  if (!cpu && !rt_cuda_nccl(ev->pipe.cuda, why, sizeof why)) {
+    int r = ev->pipe.cuda->ncclCommInitAll(P->comm, P->nw, devs);
+    if (r) snprintf(why, sizeof why, "ncclCommInitAll: %s", ev->pipe.cuda->ncclGetErrorString(r));
+    P->nccl = !r;
+  }
+  IrGraph *g = grad_graph(P, s, loss, ds, dname);
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    w->grad = compile_on(ev, w->pipe, g, "gradient step", w, sp);
+    w->in = calloc(P->nin + 1, sizeof *w->in);
+    w->out = calloc(1 + P->np + P->nstat, sizeof *w->out);
+    if (!w->in || !w->out) abort();
+  }
+  P->uin = arena_alloc(ev->arena, sizeof(RtTensor) * (up->nin + 1));
+  if (P->nccl) {
+    for (int k = 0; k < P->nw; k++) P->w[k].update = compile_on(ev, P->w[k].pipe, up->g, "optimizer update", &P->w[k], sp);
+    up->pr = P->w[0].update;
+  } else {
+    P->host = ev->pipe;
+    P->host.device = -1;
+    P->host.cx = NULL;
+    P->host.kept = NULL; P->host.nkept = 0;
+    P->host.mirrors = NULL; P->host.nmirrors = 0;
+    P->update = up->pr = compile_on(ev, &P->host, up->g, "optimizer update", NULL, sp);
+    P->gsum = calloc(P->np + 1, sizeof *P->gsum);
+    if (!P->gsum) abort();
+  }
+  for (int o = 0; o < up->nout; o++) up->in_place[o] = prog_out_shares(up->pr, o) >= 0;
+  // What stays on the GPUs: with NCCL, the whole state; else nothing (the host holds it).
+  for (int k = 0; P->nccl && k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    for (int i = 0; i < up->nin; i++)
+      if (up->in_col[i] < 0 && up->in_val[i] && (up->in_val[i] < up->scalars || up->in_val[i] > up->scalars + 3))
+        pipe_cuda_keep(w->pipe, up->in_val[i]);
+    keep_all(w->pipe, up->out + 1, up->nout - 1);
+    keep_all(w->pipe, w->out + 1, P->np);
+    if (k) continue;
+    for (int j = 0; j < P->nstat; j++) pipe_cuda_keep(w->pipe, P->stat_dst[j]);
+    keep_all(w->pipe, w->out + 1 + P->np, P->nstat);
+  }
+  char list[512] = "", who[32];
+  for (int k = 0; k < P->nw; k++) {
+    worker_name(&P->w[k], who, sizeof who);
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", !k ? "" : k + 1 < P->nw ? ", " : " and ", who);
+  }
+  if (P->nccl)
+    fprintf(stderr, "kiln: the training step splits each batch of %lld between %s; the gradients are summed by NCCL "
+            "(%s) on the GPUs, each applying the update\n", (long long)ts->batch, list, ev->pipe.cuda->nccl_name);
+  else
+    fprintf(stderr, "kiln: the training step splits each batch of %lld between %s; the gradients are summed on the host "
+            "and the CPU applies the update%s%s%s\n", (long long)ts->batch, list, cpu ? "" : " (", cpu ? "" : why, cpu ? "" : ")");
+  return P;
+}
+
+// The rows each worker takes: its fraction of n, rounded so they add up to n,
+// and at least one each while n allows, so that every device's speed is still
+// measured when the balance is next struck.
+static void split_rows(Par *P, int64_t n) {
+  int64_t given = 0;
+  for (int k = 0; k < P->nw; k++) {
+    P->w[k].n = (int64_t)(P->w[k].frac * n);
+    if (!P->w[k].n && n >= P->nw) P->w[k].n = 1;
+    given += P->w[k].n;
+  }
+  while (given != n) {   // the difference from whoever is furthest from its fraction
+    int best = -1, more = given < n;
+    double gap = -1e300;
+    for (int k = 0; k < P->nw; k++) {
+      double g = (P->w[k].frac * n - P->w[k].n) * (more ? 1 : -1);
+      if (g > gap && (more || P->w[k].n > 1)) gap = g, best = k;
+    }
+    P->w[best].n += more ? 1 : -1;
+    given += more ? 1 : -1;
+  }
+  int64_t row = 0;
+  for (int k = 0; k < P->nw; k++) P->w[k].row = row, row += P->w[k].n;
+}
+
+static void fail_on(Par *P, Worker *w, int rc, Span sp) {
+  if (rc == PROG_DEVICE_ERROR) ev_fail(P->ev, sp, "%s", w ? w->pipe->cx->err : "device error");
+  if (rc == PROG_NO_MEMORY) ev_fail(P->ev, sp, "out of memory for the step's scratch memory");
+  ev_fail(P->ev, sp, "the compiled step could not be called");
+}
+
+// Binds and (alloc: first) allocates pr's results, then starts it on p.
+static void start_on(Par *P, Pipe *p, Worker *w, Program *pr, RtTensor *in, RtTensor *out, int alloc, Span sp) {
+  int64_t D[65] = {0}, shape[IR_MAXDIM];
+  char err[512];
+  if (prog_bind(pr, in, D, err, sizeof err)) ev_fail(P->ev, sp, "%s", err);
+  for (int i = 0; alloc && i < pr->g->nout; i++) {
+    int nd;
+    prog_out_shape(pr, i, D, &nd, shape);
+    rt_tensor_free(&out[i]);
+    out[i] = rt_tensor_new((RtDType)pr->g->outs[i]->dtype, nd, shape);
+    if (!out[i].data) ev_fail(P->ev, sp, "out of memory for the step's results");
+  }
+  int rc = prog_start(p, pr, D, in, out);
+  if (rc) fail_on(P, w, rc, sp);
+}
+
+static void wait_on(Par *P, Worker *w, Program *pr, Span sp) {
+  int rc = prog_wait(w->pipe, pr);
+  if (rc) fail_on(P, w, rc, sp);
+}
+
+// The worker's arguments: its rows of each data column, its share, its stream.
+static void grad_args(Par *P, Worker *w, const RtTensor *cols, int64_t n, int64_t seed, int k) {
+  *(double *)w->share.data = (double)w->n / (double)n;
+  *(int64_t *)w->seed.data = (int64_t)((uint64_t)seed + (uint64_t)k * 0x9E3779B97F4A7C15ull);
+  for (int i = 0; i < P->nin; i++) {
+    if (P->col[i] == COL_SHARE) { w->in[i] = w->share; continue; }
+    if (P->col[i] == COL_SEED) { w->in[i] = w->seed; continue; }
+    if (P->col[i] < 0) { w->in[i] = *P->val[i]; continue; }
+    RtTensor v = as_input(&cols[P->col[i]], P->ins[i]);
+    size_t row_bytes = (size_t)(rt_tensor_numel(&v) / (v.shape[0] ? v.shape[0] : 1)) * rt_dtype_size(v.dtype);
+    v.data = (char *)v.data + row_bytes * w->row;
+    v.shape[0] = w->n;
+    w->in[i] = v;
+  }
+}
+
+// The update's arguments, its gradients from grads.
+static void update_args(Par *P, const Step *up, RtTensor *grads) {
+  for (int i = 0; i < up->nin; i++) {
+    if (up->in_val[i]) { P->uin[i] = *up->in_val[i]; continue; }
+    for (int j = 0; j < P->np; j++) if (up->ins[i] == up->grad_in[j]) P->uin[i] = grads[j];
+  }
+}
+
+static void sum_gradients(Par *P, Span sp) {
+  for (int j = 0; j < P->np; j++) {
+    RtTensor *dst = &P->gsum[j];
+    const RtTensor *like = &P->w[0].out[1 + j];
+    if (!dst->data) {
+      *dst = rt_tensor_new(like->dtype, like->ndim, like->shape);
+      if (!dst->data) ev_fail(P->ev, sp, "out of memory for the summed gradients");
+    }
+    int64_t m = rt_tensor_numel(dst);
+    int f64 = dst->dtype == RT_F64;
+    memset(dst->data, 0, (size_t)m * rt_dtype_size(dst->dtype));
+    for (int k = 0; k < P->nw; k++) {
+      if (!P->w[k].n) continue;
+      const void *g = P->w[k].out[1 + j].data;
+      if (f64) for (int64_t e = 0; e < m; e++) ((double *)dst->data)[e] += ((const double *)g)[e];
+      else for (int64_t e = 0; e < m; e++) ((float *)dst->data)[e] += ((const float *)g)[e];
+    }
+  }
+}
+
+static void all_reduce(Par *P, Span sp) {
+  RtCuda *cu = P->ev->pipe.cuda;
+  for (int k = 0; k < P->nw; k++) {   // a GPU without rows this step adds zeros
+    Worker *w = &P->w[k];
+    for (int j = 0; !w->n && j < P->np; j++) {
+      CUdeviceptr d = pipe_cuda_mirror(w->pipe, &w->out[1 + j]);
+      if (!d || rt_cuda_zero(w->pipe->cx, d, (size_t)rt_tensor_numel(&w->out[1 + j]) * rt_dtype_size(w->out[1 + j].dtype)))
+        ev_fail(P->ev, sp, "cuda:%d: cannot clear its gradients: %s", w->device, d ? w->pipe->cx->err : "none on the device");
+    }
+  }
+  int r = cu->ncclGroupStart();
+  for (int k = 0; k < P->nw && !r; k++) {
+    Worker *w = &P->w[k];
+    for (int j = 0; j < P->np && !r; j++) {
+      void *d = (void *)(uintptr_t)pipe_cuda_mirror(w->pipe, &w->out[1 + j]);
+      r = cu->ncclAllReduce(d, d, (size_t)rt_tensor_numel(&w->out[1 + j]), w->out[1 + j].dtype == RT_F64 ? RT_NCCL_F64 : RT_NCCL_F32,
+                            RT_NCCL_SUM, P->comm[k], w->pipe->cx->stream);
+    }
+  }
+  int r2 = cu->ncclGroupEnd();
+  if (r || r2) ev_fail(P->ev, sp, "NCCL's all-reduce of the gradients failed: %s", cu->ncclGetErrorString(r ? r : r2));
+}
+
+// The split, and the devices' measured speeds: "cuda:0 80% (9100 examples/s), the CPU 20% (1200 examples/s)".
+static void split_text(const Par *P, char *buf, size_t len) {
+  size_t k0 = 0;
+  char who[32];
+  buf[0] = 0;
+  for (int k = 0; k < P->nw && k0 < len; k++) {
+    worker_name(&P->w[k], who, sizeof who);
+    k0 += snprintf(buf + k0, len - k0, "%s%s %.0f%% (%.0f examples/s)", k ? ", " : "", who, 100 * P->w[k].frac,
+                   P->w[k].rate * 1e3);
+  }
+}
+
+// Every BALANCE_EVERY steps (and after the first few): each worker's fraction
+// of a batch from its measured rows per millisecond.
+static void balance(Par *P) {
+  double total = 0;
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    if (w->sum_n > 0 && w->sum_ms > 0) w->rate = w->sum_n / w->sum_ms;
+    w->sum_n = w->sum_ms = 0;
+    total += w->rate;
+  }
+  P->last_rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : 0;
+  P->wall_ms = P->wall_n = 0;
+  for (int k = 0; total > 0 && k < P->nw; k++) P->w[k].frac = P->w[k].rate / total;
+  if (P->balances++) return;
+  char split[1024];
+  split_text(P, split, sizeof split);
+  fprintf(stderr, "kiln: measured over the first steps, each batch now splits %s\n", split);
+}
+
+void par_step(Par *P, Step *up, const RtTensor *cols, int64_t n, int64_t seed, int first, Span sp, double *loss) {
+  double t0 = now_ms();
+  split_rows(P, n);
+  // The shares' gradients: the GPUs' queued, then the CPU's run, then the GPUs waited for.
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < P->nw; k++) {
+      Worker *w = &P->w[k];
+      if (!w->n || (w->device < 0) != pass) continue;
+      grad_args(P, w, cols, n, seed, k);
+      double c0 = now_ms();
+      if (w->device >= 0 && rt_cuda_time_begin(w->pipe->cx)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
+      start_on(P, w->pipe, w, w->grad, w->in, w->out, first || !w->out[0].data, sp);
+      if (w->device >= 0 && rt_cuda_time_end(w->pipe->cx)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
+      w->ms = now_ms() - c0;
+    }
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    if (!w->n || w->device < 0) continue;
+    wait_on(P, w, w->grad, sp);
+    w->ms = rt_cuda_time_ms(w->pipe->cx);
+  }
+  *loss = 0;
+  for (int k = 0; k < P->nw; k++) *loss += P->w[k].n ? scalar_value(&P->w[k].out[0]) * (double)P->w[k].n / (double)n : 0;
+  // The update, on the summed gradients.
+  RtTensor *out = first ? up->out : up->out_args;
+  if (P->nccl) {
+    all_reduce(P, sp);
+    for (int k = 0; k < P->nw; k++) {
+      update_args(P, up, P->w[k].out + 1);
+      start_on(P, P->w[k].pipe, &P->w[k], P->w[k].update, P->uin, out, first && !k, sp);
+      wait_on(P, &P->w[k], P->w[k].update, sp);
+    }
+  } else {
+    sum_gradients(P, sp);
+    update_args(P, up, P->gsum);
+    start_on(P, &P->host, NULL, P->update, P->uin, out, first, sp);
+  }
+  // The statistics of one share: with NCCL the first GPU's, which keeps them
+  // (the GPUs' shares are alike); else the largest share's.
+  int src = 0;
+  for (int k = 1; !P->nccl && k < P->nw; k++) if (P->w[k].n > P->w[src].n) src = k;
+  for (int j = 0; P->w[src].n && j < P->nstat; j++) {
+    void *tmp = P->stat_dst[j]->data;
+    P->stat_dst[j]->data = P->w[src].out[1 + P->np + j].data;
+    P->w[src].out[1 + P->np + j].data = tmp;
+  }
+  if (first) return;   // the first step's times include loading and first allocations
+  for (int k = 0; k < P->nw; k++) P->w[k].sum_n += (double)P->w[k].n, P->w[k].sum_ms += P->w[k].n ? P->w[k].ms : 0;
+  P->wall_ms += now_ms() - t0;
+  P->wall_n += (double)n;
+  if (++P->steps == BALANCE_FIRST || (P->steps > BALANCE_FIRST && (P->steps - BALANCE_FIRST) % BALANCE_EVERY == 0)) balance(P);
+}
+
+// At the end of the statement: the split, and what splitting gained over the
+// fastest device alone (its speed on its own share).
+void par_report(Par *P) {
+  if (!P->balances) return;   // too few steps to have measured anything
+  char split[1024], who[32];
+  split_text(P, split, sizeof split);
+  int fastest = 0;
+  for (int k = 1; k < P->nw; k++) if (P->w[k].rate > P->w[fastest].rate) fastest = k;
+  worker_name(&P->w[fastest], who, sizeof who);
+  double rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : P->last_rate;
+  fprintf(stderr, "kiln: each batch was split %s; the steps ran at %.0f examples/s, %.2fx %s's speed alone\n", split,
+          rate * 1e3, P->w[fastest].rate > 0 ? rate / P->w[fastest].rate : 0, who);
+}
+
+void par_free(Par *P) {
+  if (!P) return;
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    if (w->pipe && w->pipe->cx) { rt_cuda_sync(w->pipe->cx); w->pipe->cx->npend = 0; }
+    if (P->ev->pipe.profile && k == 0) {
+      if (w->grad) prog_profile_print(stderr, w->grad);
+      if (w->update) prog_profile_print(stderr, w->update);
+    }
+    if (k && w->pipe) pipe_drop(w->pipe);
+    prog_free(w->grad);
+    prog_free(w->update);
+    for (int i = 0; w->out && i < 1 + P->np + P->nstat; i++) rt_tensor_free(&w->out[i]);
+    free(w->in);
+    free(w->out);
+    rt_tensor_free(&w->share);
+    rt_tensor_free(&w->seed);
+    if (k && w->own.cx) {
+      rt_cuda_exec_close(w->own.cx);
+      free(w->own.cx);
+    }
+  }
+  if (P->update && P->ev->pipe.profile) prog_profile_print(stderr, P->update);
+  prog_free(P->update);
+  for (int j = 0; P->gsum && j < P->np; j++) rt_tensor_free(&P->gsum[j]);
+  free(P->gsum);
+  for (int k = 0; P->nccl && k < P->nw; k++) if (P->comm[k]) P->ev->pipe.cuda->ncclCommDestroy(P->comm[k]);
+  free(P);
+}
