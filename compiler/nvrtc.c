@@ -115,11 +115,12 @@ static int run_nvrtc(RtCuda *cu, const char *src, const char *const *opts, int n
   return 0;
 }
 
-int nvrtc_compile(RtCuda *cu, const char *src, int sm, const char *cache_dir, NvrtcImage *out, char *err,
-                  size_t errlen) {
+static int compile_image(RtCuda *cu, const char *src, int sm, int ptx, const char *cache_dir, NvrtcImage *out,
+                         char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   if (!cu->nvrtc_lib && rt_cuda_nvrtc(cu, err, errlen)) return -1;
   if (pick_arch(cu, sm, &out->cubin, &out->arch, err, errlen)) return -1;
+  if (ptx) out->cubin = 0;
   // --fmad=false: a*b+c as two roundings, as the C the CPU runs is compiled
   // (-ffp-contract=off), and as the Philox normals' arithmetic requires (rt.h).
   char archopt[48];
@@ -149,6 +150,16 @@ int nvrtc_compile(RtCuda *cu, const char *src, int sm, const char *cache_dir, Nv
   if (!rc && dir) cache_put(dir, out->key, out->image, out->len);   // best effort, as the JIT's
   free(dir);
   return rc;
+}
+
+int nvrtc_compile(RtCuda *cu, const char *src, int sm, const char *cache_dir, NvrtcImage *out, char *err,
+                  size_t errlen) {
+  return compile_image(cu, src, sm, 0, cache_dir, out, err, errlen);
+}
+
+int nvrtc_compile_ptx(RtCuda *cu, const char *src, int sm, const char *cache_dir, NvrtcImage *out, char *err,
+                      size_t errlen) {
+  return compile_image(cu, src, sm, 1, cache_dir, out, err, errlen);
 }
 
 void nvrtc_image_free(NvrtcImage *im) {

@@ -31,6 +31,11 @@ typedef struct {
 // err, each error followed by the generated source line it points at.
 int nvrtc_compile(RtCuda *cu, const char *src, int sm, const char *cache_dir, NvrtcImage *out, char *err,
                   size_t errlen);
+// The same as PTX for compute_<sm> (or the newest architecture NVRTC knows below
+// it), which the driver compiles for the GPU it loads on: the fallback a built
+// binary carries for GPUs newer than its CUBINs.
+int nvrtc_compile_ptx(RtCuda *cu, const char *src, int sm, const char *cache_dir, NvrtcImage *out, char *err,
+                      size_t errlen);
 void nvrtc_image_free(NvrtcImage *im);
 // "NVRTC 13.0 (libnvrtc.so.13)" of a loaded NVRTC.
 void nvrtc_describe(const RtCuda *cu, char *buf, size_t len);

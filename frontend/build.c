@@ -79,7 +79,7 @@ typedef struct {
 } BuildOpts;
 
 // --arch: each graph's CUDA source, its CUBINs written beside the C (cuda_images).
-typedef struct { CudaSource cs[3]; int have[3]; } BuildCuda;
+typedef struct { CudaSource cs[3]; int have[3]; int ptx_arch[3]; } BuildCuda;   // ptx_arch: its PTX's compute_XX
 
 static int parse(int argc, char **argv, BuildOpts *o) {
   o->cpu = "x86-64-v2";
@@ -198,17 +198,21 @@ static void incbin_c(FILE *f, const char *sym, const char *path) {
   fprintf(f, "extern const unsigned char %s[] __asm__(\"%s\"), %s_end[] __asm__(\"%s_end\");\n", sym, sym, sym, sym);
 }
 
-// The CUDA side of graph id: its CUBINs (incbin), kernels, host function, constants' sizes.
+// The CUDA side of graph id: its CUBINs and PTX (incbin), kernels, host function, constants' sizes.
 static void graph_cuda_c(FILE *f, const BuildOpts *o, const CudaSource *cs, const Schedule *s, const char *id,
-                         const char *dir) {
+                         const char *dir, int ptx_arch) {
   char sym[64], path[4200];
   for (int a = 0; a < o->narchs; a++) {
     snprintf(sym, sizeof sym, "kiln_%s_sm%d", id, o->archs[a]);
     snprintf(path, sizeof path, "%s/g_%s_sm%d.cubin", dir, id, o->archs[a]);
     incbin_c(f, sym, path);
   }
+  snprintf(sym, sizeof sym, "kiln_%s_ptx", id);
+  snprintf(path, sizeof path, "%s/g_%s.ptx", dir, id);
+  incbin_c(f, sym, path);   // text: incbin_c's closing NUL ends it
   fprintf(f, "static const RtCudaImage %s_images[] = {", id);
-  for (int a = 0; a < o->narchs; a++) fprintf(f, "{%d, kiln_%s_sm%d}, ", o->archs[a], id, o->archs[a]);
+  for (int a = 0; a < o->narchs; a++) fprintf(f, "{%d, kiln_%s_sm%d, 0}, ", o->archs[a], id, o->archs[a]);
+  fprintf(f, "{%d, kiln_%s_ptx, 1}", ptx_arch, id);
   fprintf(f, "};\nstatic const char *const %s_kernels[] = {", id);
   for (int i = 0; i < cs->nsteps; i++) fprintf(f, "\"%s\", ", cs->steps[i].name);
   fprintf(f, "NULL};\nstatic const int %s_blocks[] = {", id);
@@ -218,7 +222,7 @@ static void graph_cuda_c(FILE *f, const BuildOpts *o, const CudaSource *cs, cons
   fprintf(f, "0};\nint %s(void *, const int64_t *, const CUdeviceptr *, const CUdeviceptr *, const CUdeviceptr *);\n"
              "size_t %s(const int64_t *);\n", cs->host_entry, cs->host_workspace);
   fprintf(f, "static const RtGraphCuda %s_cuda = {%s_images, %d, %s_kernels, %s_blocks, %d, %s, %s, %s_const_bytes};\n",
-          id, id, o->narchs, id, id, cs->nsteps, cs->host_entry, cs->host_workspace, id);
+          id, id, o->narchs + 1, id, id, cs->nsteps, cs->host_entry, cs->host_workspace, id);
 }
 
 static void graph_c(FILE *f, const BuildGraph *bg, const char *id, const char *cuda) {
@@ -283,7 +287,7 @@ static int write_model_c(const char *path, Ev *ev, const Build *b, const BuildOp
     if (!gs[i]->pr) continue;
     char cuda[32];
     snprintf(cuda, sizeof cuda, "%s_cuda", ids[i]);
-    if (bc->have[i]) graph_cuda_c(f, o, &bc->cs[i], gs[i]->pr->s, ids[i], dir);
+    if (bc->have[i]) graph_cuda_c(f, o, &bc->cs[i], gs[i]->pr->s, ids[i], dir, bc->ptx_arch[i]);
     graph_c(f, gs[i], ids[i], bc->have[i] ? cuda : NULL);
   }
   char p[4096];
@@ -555,33 +559,44 @@ static int build_objects(Build *b, const BuildOpts *o, const BuildCuda *bc, cons
   return 0;
 }
 
+static int write_image(const char *path, const NvrtcImage *im, char *err, size_t errlen) {
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(im->image, 1, im->len, f) == im->len;
+  if (f && fclose(f)) ok = 0;
+  if (!ok) snprintf(err, errlen, "cannot write %s", path);
+  return ok ? 0 : -1;
+}
+
 // --arch: each graph's kernels compiled by NVRTC for each architecture, as a
-// CUBIN (a PTX fallback for later GPUs is not carried: one would rebuild).
+// CUBIN, and as PTX for the newest, which the driver compiles for a later GPU.
 static int build_cuda(const Build *b, const BuildOpts *o, const char *dir, BuildCuda *bc, char *err, size_t errlen) {
   const BuildGraph *gs[3] = {&b->predict, &b->step, &b->eval};
   static const char *ids[3] = {"predict", "step", "eval"};
   RtCuda cu = {0};
-  int rc = 0;
+  int rc = 0, newest = 0;
+  for (int a = 0; a < o->narchs; a++) if (o->archs[a] > newest) newest = o->archs[a];
   for (int i = 0; i < 3 && !rc && o->narchs; i++) {
     if (!gs[i]->pr) continue;
     if ((rc = cg_emit_cuda(gs[i]->pr->s, &bc->cs[i], err, errlen))) break;
     bc->have[i] = 1;
+    char path[4200];
+    NvrtcImage im;
     for (int a = 0; a < o->narchs && !rc; a++) {
-      NvrtcImage im;
       if ((rc = nvrtc_compile(&cu, bc->cs[i].src, o->archs[a], NULL, &im, err, errlen))) break;
-      char path[4200];
       snprintf(path, sizeof path, "%s/g_%s_sm%d.cubin", dir, ids[i], o->archs[a]);
       if (!im.cubin) {
         snprintf(err, errlen, "--arch sm_%d: this NVRTC knows only up to sm_%d (it would give PTX)", o->archs[a], im.arch);
         rc = -1;
       } else {
-        FILE *f = fopen(path, "wb");
-        int ok = f && fwrite(im.image, 1, im.len, f) == im.len;
-        if (f && fclose(f)) ok = 0;
-        if (!ok) snprintf(err, errlen, "cannot write %s", path), rc = -1;
+        rc = write_image(path, &im, err, errlen);
       }
       nvrtc_image_free(&im);
     }
+    if (rc || (rc = nvrtc_compile_ptx(&cu, bc->cs[i].src, newest, NULL, &im, err, errlen))) break;
+    snprintf(path, sizeof path, "%s/g_%s.ptx", dir, ids[i]);
+    bc->ptx_arch[i] = im.arch;
+    rc = write_image(path, &im, err, errlen);
+    nvrtc_image_free(&im);
   }
   rt_cuda_close(&cu);
   return rc;

@@ -300,7 +300,8 @@ void rt_session_describe_device(const RtSession *s, char *buf, size_t len) {
 
 // g's program on the session's device, loaded at its first run: the CUBIN of the
 // device's architecture, or of the newest one below it with the same major number
-// (a CUBIN runs on later minor versions, not on another major).
+// (a CUBIN runs on later minor versions, not on another major); else the PTX, if
+// its architecture is not past the device's (the driver compiles it for the device).
 static RtCudaProg *device_prog(RtSession *s, const RtGraph *g, char *err, size_t errlen) {
   int i = 0;
   while (i < 3 && s->dev[i].g && s->dev[i].g != g) i++;
@@ -309,11 +310,14 @@ static RtCudaProg *device_prog(RtSession *s, const RtGraph *g, char *err, size_t
   int sm = s->cx->dev.sm, best = -1;
   if (!c) return fail(err, errlen, "this binary carries no CUDA kernels (kiln build --arch sm_XX makes them)"), NULL;
   for (int k = 0; k < c->nimages; k++)
-    if (c->images[k].sm / 10 == sm / 10 && c->images[k].sm <= sm && (best < 0 || c->images[k].sm > c->images[best].sm)) best = k;
+    if (!c->images[k].ptx && c->images[k].sm / 10 == sm / 10 && c->images[k].sm <= sm && (best < 0 || c->images[k].sm > c->images[best].sm)) best = k;
+  for (int k = 0; k < c->nimages && best < 0; k++)
+    if (c->images[k].ptx && c->images[k].sm <= sm) best = k;
   if (best < 0) {
     char have[256] = "";
     size_t n = 0;
-    for (int k = 0; k < c->nimages && n < sizeof have; k++) n += snprintf(have + n, sizeof have - n, "%ssm_%d", k ? ", " : "", c->images[k].sm);
+    for (int k = 0; k < c->nimages && n < sizeof have; k++)
+      n += snprintf(have + n, sizeof have - n, "%s%s_%d", k ? ", " : "", c->images[k].ptx ? "PTX for compute" : "sm", c->images[k].sm);
     return fail(err, errlen, "this binary carries CUDA kernels for %s, none of which runs on %s (sm_%d): rebuild with "
                 "kiln build --arch sm_%d", have, s->cx->dev.name, sm, sm), NULL;
   }

@@ -46,9 +46,10 @@ typedef struct {
   RtDim shape[RT_MAXDIM];
 } RtArg;
 
-// A graph's CUDA kernels (kiln build --arch): a CUBIN per architecture, the
-// kernels of its launch steps and the host function that launches them.
-typedef struct { int sm; const unsigned char *image; } RtCudaImage;   // a CUBIN for sm_<sm>
+// A graph's CUDA kernels (kiln build --arch): a CUBIN per architecture and PTX
+// for the newest, the kernels of its launch steps and the host function that
+// launches them.
+typedef struct { int sm; const unsigned char *image; int ptx; } RtCudaImage;   // a CUBIN for sm_<sm>, or PTX for compute_<sm>
 typedef struct {
   const RtCudaImage *images; int nimages;
   const char *const *kernels; const int *block; int nsteps;

@@ -126,7 +126,8 @@ static int info(const RtModel *m) {
   }
   const RtGraph *any = m->predict ? m->predict : m->step ? m->step : m->eval;
   printf("CUDA kernels:");
-  for (int i = 0; any && any->cuda && i < any->cuda->nimages; i++) printf(" sm_%d", any->cuda->images[i].sm);
+  for (int i = 0; any && any->cuda && i < any->cuda->nimages; i++)   // compute_XX: PTX, for later GPUs
+    printf(" %s_%d", any->cuda->images[i].ptx ? "compute" : "sm", any->cuda->images[i].sm);
   printf(any && any->cuda ? " (--device cuda)\n" : " none (kiln build --arch sm_XX carries them)\n");
   return 0;
 }

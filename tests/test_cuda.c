@@ -114,6 +114,11 @@ static void nvrtc_checks(const char *dir) {
   check(!rc && !a.cubin && a.arch < 999 && a.arch >= 90 && has(a.image, ".entry twice"),
         "sm_999: PTX for compute_%d %s", a.arch, rc ? err : "");
   nvrtc_image_free(&a);
+  // PTX asked for (a built binary's fallback): for compute_90 itself, not a CUBIN.
+  rc = nvrtc_compile_ptx(&cu, good, 90, dir, &a, err, sizeof err);
+  check(!rc && !a.cubin && a.arch == 90 && has(a.image, ".target sm_90") && has(a.image, ".entry twice"),
+        "PTX for compute_90 when asked %s", rc ? err : "");
+  nvrtc_image_free(&a);
   rc = nvrtc_compile(&cu, good, 10, dir, &a, err, sizeof err);
   check(rc == -1 && has(err, "cannot compile for sm_10"), "sm_10: %s", err);
   rc = nvrtc_compile(&cu, bad, 80, dir, &a, err, sizeof err);

@@ -220,7 +220,7 @@ def built(T, tmp):
     T.check("kiln build --arch sm_80,sm_90 (NVRTC of this run's kind)", p.returncode == 0 and b.returncode == 0,
             p.stderr + b.stderr)
     i = subprocess.run([exe, "info"], capture_output=True, text=True)
-    T.check("the binary's info lists its CUDA kernels", "CUDA kernels: sm_80 sm_90 (--device cuda)" in i.stdout, i.stdout)
+    T.check("the binary's info lists its CUDA kernels", "CUDA kernels: sm_80 sm_90 compute_90 (--device cuda)" in i.stdout, i.stdout)
     e = dict(os.environ)
     e.update(device_env())
     cpu = subprocess.run([exe, "predict", os.path.join(d, "in.npy")] + w, capture_output=True, text=True, env=e)
@@ -283,15 +283,24 @@ def built(T, tmp):
     b = run(["build", src, "-o", exe80, "--arch", "sm_80"])
     p = subprocess.run([exe80, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
                        text=True, env=e)
-    T.check("kernels for sm_80 only, on an sm_90 device: refused, with the rebuild to make",
-            b.returncode == 0 and p.returncode == 1 and "carries CUDA kernels for sm_80, none of which runs on" in p.stderr
-            and "rebuild with kiln build --arch sm_90" in p.stderr, b.stderr + p.stderr)
+    T.check("kernels for sm_80 only, on an sm_90 device: its PTX (compute_80) runs there, as on the CPU",
+            b.returncode == 0 and p.returncode == 0 and p.stdout == cpu.stdout, b.stderr + p.stderr + p.stdout)
+    e86 = dict(e, KILN_FAKE_CUDA_SM="86")
+    p = subprocess.run([exe, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
+                       text=True, env=e86)
+    T.check("kernels for sm_80 and sm_90, on an sm_86 device: the sm_80 CUBIN runs there",
+            p.returncode == 0 and p.stdout == cpu.stdout, p.stderr + p.stdout)
+    p = subprocess.run([exe80, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
+                       text=True, env=dict(e, KILN_FAKE_CUDA_SM="75"))
+    T.check("kernels for sm_80 on an sm_75 device: refused, with what it carries and the rebuild to make",
+            p.returncode == 1 and "carries CUDA kernels for sm_80, PTX for compute_80, none of which runs on" in p.stderr
+            and "(sm_75): rebuild with kiln build --arch sm_75" in p.stderr, p.stderr)
     # The real NVRTC's CUBINs go into a binary too (they cannot run here).
     env = {k: "" for k in ("KILN_NVRTC",)}
     b = run(["build", src, "-o", exe + "-real", "--arch", "sm_80,sm_90"], env=env)
     i = subprocess.run([exe + "-real", "info"], capture_output=True, text=True)
     T.check("with the toolkit's NVRTC: real CUBINs for sm_80 and sm_90 linked in",
-            b.returncode == 0 and "CUDA kernels: sm_80 sm_90" in i.stdout, b.stderr + i.stdout)
+            b.returncode == 0 and "CUDA kernels: sm_80 sm_90 compute_90" in i.stdout, b.stderr + i.stdout)
     b = run(["build", src, "-o", exe + "-bad", "--arch", "eighty"])
     T.check("kiln build --arch eighty is refused", b.returncode == 2 and "--arch takes architectures like sm_80,sm_90"
             in b.stderr, b.stderr)

@@ -10,6 +10,7 @@
 // it does on a real driver: this catches a caller driving several devices that
 // forgot to switch.
 // $KILN_FAKE_CUDA_DEVICES: how many devices (default 1; 0 gives CUDA_ERROR_NO_DEVICE).
+// $KILN_FAKE_CUDA_SM: their compute capability (default 90: sm_90).
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,7 +51,9 @@ int cuDeviceGet(int *d, int ordinal) { if (ordinal < 0 || ordinal >= ndevices())
 int cuDeviceGetName(char *name, int len, int d) { snprintf(name, len, "Kiln fake CUDA device %d (CPU)", d); return OK; }
 int cuDeviceGetAttribute(int *v, int attr, int d) {
   (void)d;
-  *v = attr == 16 ? 2 : attr == 75 ? 9 : attr == 76 ? 0 : 0;   // 2 multiprocessors, sm_90
+  const char *e = getenv("KILN_FAKE_CUDA_SM");
+  int sm = e && *e ? atoi(e) : 90;
+  *v = attr == 16 ? 2 : attr == 75 ? sm / 10 : attr == 76 ? sm % 10 : 0;   // 2 multiprocessors
   return OK;
 }
 int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)4 << 30; return OK; }
