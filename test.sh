@@ -48,9 +48,11 @@ run_suites() {  # build dir, label
   suite "$l cuda device" .venv/bin/python tests/test_cuda_run.py "$b/kiln"
   # a train statement over two fake GPUs (fake NCCL) and over a GPU and the CPU
   suite "$l several devices" .venv/bin/python tests/test_parallel.py "$b/kiln"
-  # The op suites' products through the fake cuBLAS; the gradients' and nn ops' all as tiled kernels.
+  # The op suites' products through the fake cuBLAS (bias epilogues through the fake cuBLASLt);
+  # the gradients' and nn ops' all as tiled kernels.
   local fake="KILN_LIBCUDA=$PWD/$b/tests/libkiln_fakecuda.so KILN_NVRTC=$PWD/$b/tests/libkiln_fakenvrtc.so KILN_TEST_DEVICE=cuda"
-  suite "$l ops vs numpy on cuda" env $fake KILN_CUBLAS=$PWD/$b/tests/libkiln_fakecublas.so .venv/bin/python tests/test_ops.py "$b/kiln"
+  suite "$l ops vs numpy on cuda" env $fake KILN_CUBLAS=$PWD/$b/tests/libkiln_fakecublas.so \
+    KILN_CUBLASLT=$PWD/$b/tests/libkiln_fakecublaslt.so .venv/bin/python tests/test_ops.py "$b/kiln"
   suite "$l gradcheck on cuda" env $fake KILN_CUBLAS=/nonexistent .venv/bin/python tests/test_gradcheck.py "$b/kiln"
   suite "$l nn ops on cuda" env $fake KILN_CUBLAS=/nonexistent .venv/bin/python tests/test_nn.py "$b/kiln"
 }

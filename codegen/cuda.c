@@ -521,7 +521,9 @@ static const char host_prelude[] =
   "extern int rt_cuda_copy(void *x, KDev dst, KDev src, size_t bytes);\n"
   "extern int rt_cuda_mark(void *x, int step);\n"
   "extern int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda,\n"
-  "                        int64_t sa, KDev b, int tb, int64_t ldb, int64_t sb, KDev c, int64_t ldc, int64_t sc);\n";
+  "                        int64_t sa, KDev b, int tb, int64_t ldb, int64_t sb, KDev c, int64_t ldc, int64_t sc);\n"
+  "extern int rt_cuda_gemm_epi(void *x, int f64, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda, KDev b,\n"
+  "                            int tb, int64_t ldb, KDev c, int epi, KDev bias);\n";
 
 static void device_copy(Str *h, int dst, int src, const char *bytes) {
   str_put(h, "  if (b[%d] != b[%d] && rt_cuda_copy(x, b[%d], b[%d], %s)) return -1;\n", dst, src, dst, src, bytes);
@@ -541,28 +543,91 @@ static int blas_operand(const Schedule *s, Node *op, int nd, int *buf, char *off
   return 1;
 }
 
-// A product's step: through cuBLAS where its operands allow (f32 or f64, at
-// most one batch axis, no windows), else, or when the runtime says cuBLAS
-// cannot take it (rt_cuda_gemm's 1), the step's tiled kernel.
-static void gemm_call(Str *h, const Schedule *s, const Kernel *K, const char *launch) {
+// A product's operands as cuBLAS takes them (f32 or f64, at most one batch axis,
+// no windows): the text of rt_cuda_gemm's arguments from f64 to sb. 0 if not.
+static int blas_args(const Schedule *s, const Kernel *K, char *args, size_t len) {
   Node *n = K->node;
   int nd = n->ndim, taps, ba, bb, ta, tb;
   char M[64], N[64], KK[64], B[64], aoff[256], boff[256], lda[96], ldb[96], sa[96], sb[96];
   if ((n->dtype != DT_F32 && n->dtype != DT_F64) || nd > 3 || sched_mm_windows(s, n, &taps) ||
-      !blas_operand(s, n->src[0], nd, &ba, aoff, lda, &ta, sa) || !blas_operand(s, n->src[1], nd, &bb, boff, ldb, &tb, sb)) {
-    str_put(h, "%s", launch);
-    return;
-  }
+      !blas_operand(s, n->src[0], nd, &ba, aoff, lda, &ta, sa) || !blas_operand(s, n->src[1], nd, &bb, boff, ldb, &tb, sb))
+    return 0;
   size_t es = ir_dtype_size(n->dtype);
   cg_dim(M, sizeof M, n->shape[nd - 2]);
   cg_dim(N, sizeof N, n->shape[nd - 1]);
   cg_dim(KK, sizeof KK, n->src[0]->shape[nd - 1]);
   if (nd == 3) cg_dim(B, sizeof B, n->shape[0]);
   else strcpy(B, "1");
-  str_put(h, "  { int g = rt_cuda_gemm(x, %d, %s, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s,\n",
-          n->dtype == DT_F64, B, M, N, KK, ba, aoff, es, ta, lda, sa, bb, boff, es, tb, ldb, sb);
-  str_put(h, "        b[%d], %s, (int64_t)%s*%s);\n    if (g < 0) return -1;\n    if (g > 0)%s  }\n", K->out, N, M, N,
-          launch + 1);
+  snprintf(args, len, "%d, %s, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s", n->dtype == DT_F64,
+           B, M, N, KK, ba, aoff, es, ta, lda, sa, bb, boff, es, tb, ldb, sb);
+  return 1;
+}
+
+// A product's step: through cuBLAS where its operands allow (blas_args), else,
+// or when the runtime says cuBLAS cannot take it (rt_cuda_gemm's 1), the step's
+// tiled kernel.
+static void gemm_call(Str *h, const Schedule *s, const Kernel *K, const char *launch) {
+  char args[1200], M[64], N[64];
+  if (!blas_args(s, K, args, sizeof args)) {
+    str_put(h, "%s", launch);
+    return;
+  }
+  Node *n = K->node;
+  cg_dim(M, sizeof M, n->shape[n->ndim - 2]);
+  cg_dim(N, sizeof N, n->shape[n->ndim - 1]);
+  str_put(h, "  { int g = rt_cuda_gemm(x, %s,\n        b[%d], %s, (int64_t)%s*%s);\n    if (g < 0) return -1;\n"
+             "    if (g > 0)%s  }\n", args, K->out, N, M, N, launch + 1);
+}
+
+// Kernel k, a product, whose epilogue is one kernel computing (relu of) the
+// product plus a bias broadcast over its rows, which cuBLASLt applies as it
+// writes: RT_LT_EPI_BIAS or RT_LT_EPI_RELU_BIAS (the bias's buffer and offset
+// in bias_buf, off), or 0. The product must be 2-D and read by its epilogue
+// alone, since cuBLASLt writes only the epilogue's result.
+static int lt_epilogue(const Schedule *s, int k, int *bias_buf, char *off) {
+  const Kernel *K = &s->ks[k], *E = k + 1 < s->nk ? &s->ks[k + 1] : NULL;
+  Node *mm = K->node, *e = E ? E->node : NULL, *v = NULL;
+  if (K->nepi != 1 || !E || E->epi_of != k + 1 || mm->ndim != 2 || !ir_shape_eq(e, mm) || e->dtype != mm->dtype ||
+      s->bufs[K->out].kind != BUF_TEMP)
+    return 0;
+  for (int j = 0; j < s->nk; j++)
+    for (int r = 0; j != k + 1 && r < s->ks[j].nreads; r++)
+      if (s->ks[j].reads[r] == K->out) return 0;
+  int epi = 1;
+  if (e->op == OP_RELU) epi = 2, e = e->src[0];
+  if (e->op != OP_ADD) return 0;
+  v = e->src[0] == mm ? e->src[1] : e->src[1] == mm ? e->src[0] : NULL;
+  char st[IR_MAXDIM][96];
+  if (!v || v->ndim != 2 || v->dtype != mm->dtype || (*bias_buf = cg_view_of(s, v, off, st)) < 0) return 0;
+  return !strcmp(st[0], "0") && !strcmp(st[1], "1") ? epi : 0;
+}
+
+// Steps i (product k) and i + 1 (its epilogue) in one cuBLASLt call when the
+// runtime can (rt_cuda_gemm_epi's 0), else as two steps: gemm_call and the launch.
+static int lt_call(Str *h, const Schedule *s, const CudaSource *cs, int i, const char *launch_mm, const char *launch_epi) {
+  int k = cs->steps[i].k, bias, epi;
+  char off[256], args[1200], M[64], N[64], KK[64];
+  const Kernel *K = &s->ks[k];
+  if (i + 1 >= cs->nsteps || cs->steps[i + 1].k != k + 1 || !(epi = lt_epilogue(s, k, &bias, off)) ||
+      !blas_args(s, K, args, sizeof args))
+    return 0;
+  Node *n = K->node;
+  int ba, bb, ta, tb;
+  char aoff[256], boff[256], lda[96], ldb[96], sa[96], sb[96];
+  blas_operand(s, n->src[0], 2, &ba, aoff, lda, &ta, sa);
+  blas_operand(s, n->src[1], 2, &bb, boff, ldb, &tb, sb);
+  cg_dim(M, sizeof M, n->shape[0]);
+  cg_dim(N, sizeof N, n->shape[1]);
+  cg_dim(KK, sizeof KK, n->src[0]->shape[1]);
+  size_t es = ir_dtype_size(n->dtype);
+  str_put(h, "  int lt%d = rt_cuda_gemm_epi(x, %d, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, b[%d] + (%s)*%zu, %d, %s,\n"
+             "                            b[%d], %d, b[%d] + (%s)*%zu);   // k%d and its epilogue k%d\n"
+             "  if (lt%d < 0) return -1;\n  if (lt%d > 0) {\n",
+          i, n->dtype == DT_F64, M, N, KK, ba, aoff, es, ta, lda, bb, boff, es, tb, ldb, s->ks[k + 1].out,
+          epi == 2 ? 6 : 4, bias, off, es, k, k + 1, i, i);
+  gemm_call(h, s, K, launch_mm);
+  str_put(h, "  }\n  if (rt_cuda_mark(x, %d)) return -1;\n  if (lt%d > 0)%s", i + 1, i, launch_epi + 1);
+  return 1;
 }
 
 static void emit_host(const Schedule *s, const CudaSource *cs, Str *h) {
@@ -574,20 +639,26 @@ static void emit_host(const Schedule *s, const CudaSource *cs, Str *h) {
   str_put(h, "  (void)in; (void)cst; (void)out; (void)ws; (void)b;\n");
   str_put(h, "  if (total && !(ws = rt_cuda_workspace(x, total))) return -1;\n");
   cg_emit_buffers(s, h, "b", device_copy);   // an output over a donated input starts as its copy
+  Str *launch = calloc(cs->nsteps + 1, sizeof *launch);
+  if (!launch) abort();
   for (int i = 0; i < cs->nsteps; i++) {
     const CudaStep *st = &cs->steps[i];
     const Kernel *K = &s->ks[st->k];
-    Str launch = {0};
-    str_put(&launch, "  { void *p[] = {(void *)D, &b[%d]", K->out);
+    str_put(&launch[i], "  { void *p[] = {(void *)D, &b[%d]", K->out);
     for (int r = 0; r < K->nreads; r++)
-      if (K->reads[r] != K->out) str_put(&launch, ", &b[%d]", K->reads[r]);
-    str_put(&launch, "};   // k%d\n    if (rt_cuda_launch(x, %d, %s, %d, p)) return -1; }\n", st->k, i, st->work,
+      if (K->reads[r] != K->out) str_put(&launch[i], ", &b[%d]", K->reads[r]);
+    str_put(&launch[i], "};   // k%d\n    if (rt_cuda_launch(x, %d, %s, %d, p)) return -1; }\n", st->k, i, st->work,
             st->per_block);
-    str_put(h, "  if (rt_cuda_mark(x, %d)) return -1;\n", i);
-    if (K->kind == KS_MATMUL) gemm_call(h, s, K, launch.s);
-    else str_put(h, "%s", launch.s);
-    free(launch.s);
   }
+  for (int i = 0; i < cs->nsteps; i++) {
+    const Kernel *K = &s->ks[cs->steps[i].k];
+    str_put(h, "  if (rt_cuda_mark(x, %d)) return -1;\n", i);
+    if (K->kind == KS_MATMUL && lt_call(h, s, cs, i, launch[i].s, launch[i + 1].s)) i++;   // the epilogue's step too
+    else if (K->kind == KS_MATMUL) gemm_call(h, s, K, launch[i].s);
+    else str_put(h, "%s", launch[i].s);
+  }
+  for (int i = 0; i < cs->nsteps; i++) free(launch[i].s);
+  free(launch);
   str_put(h, "  return rt_cuda_mark(x, %d);\n}\n", cs->nsteps);
   str_put(h, "\nsize_t KILN_PFX_workspace(const int64_t *D) {\n  size_t at[%d];\n  return layout(D, at);\n}\n",
           s->nslots + 1);

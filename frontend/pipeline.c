@@ -188,6 +188,7 @@ static JitSymbol runtime_symbols[] = {
   {"rt_cuda_workspace", (void *)rt_cuda_workspace},
   {"rt_cuda_copy", (void *)rt_cuda_copy},
   {"rt_cuda_gemm", (void *)rt_cuda_gemm},
+  {"rt_cuda_gemm_epi", (void *)rt_cuda_gemm_epi},
   {"rt_cuda_mark", (void *)rt_cuda_mark},
   {"rt_clock_ns", (void *)rt_clock_ns},
 };

@@ -1,4 +1,4 @@
-// cuda.c: the CUDA driver, NVRTC, cuBLAS and NCCL through dlopen (cuda.h). Nothing here
+// cuda.c: the CUDA driver, NVRTC, cuBLAS, cuBLASLt and NCCL through dlopen (cuda.h). Nothing here
 // links against CUDA; a missing piece is an error message, never a crash.
 #include "cuda.h"
 
@@ -13,6 +13,7 @@ static const char *const toolkit_dirs[] = {"", "/usr/local/cuda/lib64/", "/usr/l
 static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1",
                                           "libnvrtc.so.11.0", "libnvrtc.so"};
 static const char *const cublas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+static const char *const cublaslt_names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"};
 static const char *const nccl_names[] = {"libnccl.so.2", "libnccl.so"};
 
 // The first of names (in each of dirs) that loads; its path in loaded. tried: the
@@ -211,6 +212,19 @@ int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen) {
   RT_CUDA_CUBLAS(RT_CUDA_RESOLVE)
   if (unusable(lib, missing, "cuBLAS", cu->cublas_name, err, errlen)) return -1;
   cu->cublas_lib = lib;
+  return 0;
+}
+
+int rt_cuda_cublaslt(RtCuda *cu, char *err, size_t errlen) {
+  if (cu->cublaslt_lib) return 0;
+  void *lib = load_optional("KILN_CUBLASLT", "cuBLASLt", cublaslt_names, sizeof cublaslt_names / sizeof *cublaslt_names,
+                            cu->cublaslt_name, sizeof cu->cublaslt_name, err, errlen);
+  if (!lib) return -1;
+  const char *missing = NULL;
+  RtCuda *t = cu;
+  RT_CUDA_CUBLASLT(RT_CUDA_RESOLVE)
+  if (unusable(lib, missing, "cuBLASLt", cu->cublaslt_name, err, errlen)) return -1;
+  cu->cublaslt_lib = lib;
   return 0;
 }
 

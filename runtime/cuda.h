@@ -113,6 +113,31 @@ typedef struct cublasContext *cublasHandle_t;
     int m, int n, int k, const double *alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, \
     long long sb, const double *beta, CUdeviceptr c, int ldc, long long sc, int batch))
 
+// cuBLASLt: one GEMM with its bias (and ReLU) applied as it writes (cublasLt.h's
+// values: CUBLAS_COMPUTE_32F 68, _64F 70; CUDA_R_32F 0, _64F 1; the descriptor
+// attributes TRANSA 3, TRANSB 4, EPILOGUE 7, BIAS_POINTER 8; the epilogues BIAS 4,
+// RELU_BIAS 6). The algorithm is cuBLASLt's own heuristic choice (algo NULL).
+typedef struct cublasLtContext *cublasLtHandle_t;
+typedef struct cublasLtMatmulDescOpaque *cublasLtMatmulDesc_t;
+typedef struct cublasLtMatrixLayoutOpaque *cublasLtMatrixLayout_t;
+enum { RT_LT_COMPUTE_32F = 68, RT_LT_COMPUTE_64F = 70, RT_LT_R_32F = 0, RT_LT_R_64F = 1, RT_LT_TRANSA = 3,
+       RT_LT_TRANSB = 4, RT_LT_EPILOGUE = 7, RT_LT_BIAS_POINTER = 8, RT_LT_EPI_BIAS = 4, RT_LT_EPI_RELU_BIAS = 6,
+       RT_LT_NOT_SUPPORTED = 15 };
+#define RT_CUDA_CUBLASLT(X) \
+  X(cublasStatus_t, cublasLtCreate, "cublasLtCreate", (cublasLtHandle_t *h)) \
+  X(cublasStatus_t, cublasLtDestroy, "cublasLtDestroy", (cublasLtHandle_t h)) \
+  X(cublasStatus_t, cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate", (cublasLtMatmulDesc_t *d, int compute, int scale)) \
+  X(cublasStatus_t, cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy", (cublasLtMatmulDesc_t d)) \
+  X(cublasStatus_t, cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute", (cublasLtMatmulDesc_t d, int attr, \
+    const void *buf, size_t n)) \
+  X(cublasStatus_t, cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate", (cublasLtMatrixLayout_t *l, int type, \
+    uint64_t rows, uint64_t cols, int64_t ld)) \
+  X(cublasStatus_t, cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy", (cublasLtMatrixLayout_t l)) \
+  X(cublasStatus_t, cublasLtMatmul, "cublasLtMatmul", (cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, \
+    CUdeviceptr a, cublasLtMatrixLayout_t la, CUdeviceptr b, cublasLtMatrixLayout_t lb, const void *beta, CUdeviceptr c, \
+    cublasLtMatrixLayout_t lc, CUdeviceptr dst, cublasLtMatrixLayout_t ld, const void *algo, void *ws, size_t wsn, \
+    CUstream s))
+
 // NCCL (nccl.h's values: ncclSuccess 0, ncclSum 0, ncclFloat32 7, ncclFloat64 8): the
 // gradients' all-reduce of a training step split over several GPUs. Its streams
 // are the runtime API's cudaStream_t, which is the driver's CUstream.
@@ -144,6 +169,9 @@ typedef struct {
   void *cublas_lib;       // rt_cuda_cublas
   char cublas_name[256];
   RT_CUDA_CUBLAS(RT_CUDA_FIELD)
+  void *cublaslt_lib;     // rt_cuda_cublaslt
+  char cublaslt_name[256];
+  RT_CUDA_CUBLASLT(RT_CUDA_FIELD)
   void *nccl_lib;         // rt_cuda_nccl
   char nccl_name[256];
   int nccl_version;       // ncclGetVersion: 22105 is 2.21.5
@@ -170,6 +198,8 @@ void rt_cuda_device_release(RtCuda *cu, RtCudaDevice *d);
 int rt_cuda_nvrtc(RtCuda *cu, char *err, size_t errlen);
 // Loads cuBLAS (KILN_CUBLAS: exactly that library). 0, or -1 with the names tried.
 int rt_cuda_cublas(RtCuda *cu, char *err, size_t errlen);
+// Loads cuBLASLt (KILN_CUBLASLT: exactly that library). 0, or -1 with why not.
+int rt_cuda_cublaslt(RtCuda *cu, char *err, size_t errlen);
 // Loads NCCL (KILN_NCCL: exactly that library; else libnccl.so.2). 0, or -1 with why not.
 int rt_cuda_nccl(RtCuda *cu, char *err, size_t errlen);
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a driver result, via the driver.
@@ -194,6 +224,8 @@ typedef struct {
   RtCudaPending *pend; int npend, pend_cap;   // the copies out that the wait finishes
   cublasHandle_t blas;         // NULL without cuBLAS: products run as Kiln's tiled kernels
   char blas_why[256];          // then why
+  cublasLtHandle_t lt;         // NULL without cuBLASLt (or cuBLAS): epilogues run as kernels
+  char lt_why[256];            // then why
   CUfunction *fns;
   const int *block;
   int nfns;
@@ -225,6 +257,13 @@ int rt_cuda_copy(void *x, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 // not accept, a size past int): the caller runs its own kernel; -1 on an error.
 int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda,
                  int64_t sa, CUdeviceptr b, int tb, int64_t ldb, int64_t sb, CUdeviceptr c, int64_t ldc, int64_t sc);
+// C = epi(A @ B + bias) through cuBLASLt, with bias (n values) added to each row of
+// C (m x n, contiguous) and, for epi RT_LT_EPI_RELU_BIAS, ReLU after (epi
+// RT_LT_EPI_BIAS: none); A and B as rt_cuda_gemm's, one f32 matrix each. 0 when
+// done, 1 when cuBLASLt cannot take it (not loaded, f64, no algorithm for it:
+// the caller runs the product and its epilogue kernel), -1 on an error.
+int rt_cuda_gemm_epi(void *x, int f64, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda, CUdeviceptr b,
+                     int tb, int64_t ldb, CUdeviceptr c, int epi, CUdeviceptr bias);
 // "CUDA device 0: NVIDIA H200 (sm_90, 143771 MiB); products through cuBLAS (libcublas.so.13)",
 // or "...; products through Kiln's tiled kernels (why cuBLAS is not used)".
 void rt_cuda_describe(const RtCudaExec *x, char *buf, size_t len);

@@ -35,21 +35,32 @@ int rt_cuda_exec_open(RtCudaExec *x, RtCuda *cu, int ordinal, char *err, size_t 
     rt_cuda_device_release(cu, &x->dev);
     return -1;
   }
-  // cuBLAS is optional: without it every product runs as the generated tiled kernel.
+  // cuBLAS is optional: without it every product runs as the generated tiled
+  // kernel; cuBLASLt too: without it epilogues run as kernels after the product.
+  snprintf(x->lt_why, sizeof x->lt_why, "no cuBLAS");
   if (rt_cuda_cublas(cu, x->blas_why, sizeof x->blas_why)) return 0;
   cublasStatus_t s;
   if ((s = cu->cublasCreate(&x->blas)) || (s = cu->cublasSetStream(x->blas, x->stream))) {
     snprintf(x->blas_why, sizeof x->blas_why, "cublasCreate or cublasSetStream failed (cuBLAS status %d)", s);
     if (x->blas) cu->cublasDestroy(x->blas);
     x->blas = NULL;
+    return 0;
+  }
+  if (rt_cuda_cublaslt(cu, x->lt_why, sizeof x->lt_why)) return 0;
+  if ((s = cu->cublasLtCreate(&x->lt))) {
+    snprintf(x->lt_why, sizeof x->lt_why, "cublasLtCreate failed (cuBLAS status %d)", s);
+    x->lt = NULL;
   }
   return 0;
 }
 
 void rt_cuda_describe(const RtCudaExec *x, char *buf, size_t len) {
-  snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through %s (%s)", x->dev.ordinal, x->dev.name,
-           x->dev.sm, x->dev.total_mem >> 20, x->blas ? "cuBLAS" : "Kiln's tiled kernels",
-           x->blas ? x->cu->cublas_name : x->blas_why);
+  int k = snprintf(buf, len, "CUDA device %d: %s (sm_%d, %zu MiB); products through %s (%s)", x->dev.ordinal, x->dev.name,
+                   x->dev.sm, x->dev.total_mem >> 20, x->blas ? "cuBLAS" : "Kiln's tiled kernels",
+                   x->blas ? x->cu->cublas_name : x->blas_why);
+  if (x->blas && k > 0 && (size_t)k < len)
+    snprintf(buf + k, len - k, ", bias and ReLU epilogues %s (%s)", x->lt ? "in cuBLASLt" : "as kernels",
+             x->lt ? x->cu->cublaslt_name : x->lt_why);
 }
 
 static void arena_free(RtCudaExec *x, RtCudaArena *a) {
@@ -70,6 +81,8 @@ void rt_cuda_exec_close(RtCudaExec *x) {
   for (int i = 0; i < 2; i++) if (x->span[i]) x->cu->cuEventDestroy(x->span[i]);
   if (x->blas) x->cu->cublasDestroy(x->blas);
   x->blas = NULL;
+  if (x->lt) x->cu->cublasLtDestroy(x->lt);
+  x->lt = NULL;
   for (int i = 0; i < x->nmarks; i++) x->cu->cuEventDestroy(x->marks[i]);
   free(x->marks);
   x->marks = NULL;
@@ -236,6 +249,44 @@ int rt_cuda_gemm(void *xp, int f64, int64_t batch, int64_t m, int64_t n, int64_t
   if (r && !x->err[0])
     snprintf(x->err, sizeof x->err, "CUDA device %d: cuBLAS %cgemmStridedBatched (%lld x %lld x %lld, batch %lld): status %d",
              x->dev.ordinal, f64 ? 'D' : 'S', (long long)m, (long long)n, (long long)k, (long long)batch, r);
+  return r ? -1 : 0;
+}
+
+// As rt_cuda_gemm's mapping: row-major C (m x n) is column-major C' (n x m) =
+// B' A', so B is cuBLASLt's A and A its B, each stored transposed or not.
+int rt_cuda_gemm_epi(void *xp, int f64, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda, CUdeviceptr b,
+                     int tb, int64_t ldb, CUdeviceptr c, int epi, CUdeviceptr bias) {
+  RtCudaExec *x = xp;
+  RtCuda *cu = x->cu;
+  const int64_t lim = 2147483647;
+  int64_t arow = ta ? m : k, brow = tb ? k : n;
+  if (!x->lt || f64 || m <= 0 || n <= 0 || k <= 0 || m > lim || n > lim || k > lim || lda < arow || ldb < brow) return 1;
+  int type = f64 ? RT_LT_R_64F : RT_LT_R_32F, opa = tb, opb = ta;
+  int32_t e = epi;
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+  cublasStatus_t r = cu->cublasLtMatmulDescCreate(&d, f64 ? RT_LT_COMPUTE_64F : RT_LT_COMPUTE_32F, type);
+  if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_TRANSA, &opa, sizeof opa);
+  if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_TRANSB, &opb, sizeof opb);
+  if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_EPILOGUE, &e, sizeof e);
+  if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_BIAS_POINTER, &bias, sizeof bias);
+  if (!r) r = cu->cublasLtMatrixLayoutCreate(&la, type, tb ? k : n, tb ? n : k, ldb);
+  if (!r) r = cu->cublasLtMatrixLayoutCreate(&lb, type, ta ? m : k, ta ? k : m, lda);
+  if (!r) r = cu->cublasLtMatrixLayoutCreate(&lc, type, n, m, n);
+  if (!r) {
+    const double one = 1, zero = 0;
+    const float onef = 1, zerof = 0;
+    r = cu->cublasLtMatmul(x->lt, d, f64 ? (const void *)&one : (const void *)&onef, b, la, a, lb,
+                           f64 ? (const void *)&zero : (const void *)&zerof, c, lc, c, lc, NULL, NULL, 0, x->stream);
+  }
+  if (lc) cu->cublasLtMatrixLayoutDestroy(lc);
+  if (lb) cu->cublasLtMatrixLayoutDestroy(lb);
+  if (la) cu->cublasLtMatrixLayoutDestroy(la);
+  if (d) cu->cublasLtMatmulDescDestroy(d);
+  if (r == RT_LT_NOT_SUPPORTED) return 1;   // no algorithm for this epilogue here: the product and the kernel
+  if (r && !x->err[0])
+    snprintf(x->err, sizeof x->err, "CUDA device %d: cuBLASLt matmul with a %s epilogue (%lld x %lld x %lld): status %d",
+             x->dev.ordinal, epi == RT_LT_EPI_RELU_BIAS ? "bias and ReLU" : "bias", (long long)m, (long long)n, (long long)k, r);
   return r ? -1 : 0;
 }
 

@@ -68,6 +68,17 @@ static void loader_checks(void) {
   int rc = rt_cuda_cublas(&cu, err, sizeof err);
   check(rc == 0 && cu.cublasCreate && cu.cublasSetStream && cu.cublasSgemmStridedBatched && cu.cublasDgemmStridedBatched,
         "cuBLAS loads with the GEMMs Kiln calls: %s", rc ? err : cu.cublas_name);
+  setenv("KILN_CUBLASLT", "/nonexistent/libcublasLt.so", 1);
+  check(rt_cuda_cublaslt(&cu, err, sizeof err) == -1 && has(err, "cuBLASLt not found: KILN_CUBLASLT=/nonexistent"),
+        "KILN_CUBLASLT at a missing file: %s", err);
+  unsetenv("KILN_CUBLASLT");
+  rc = rt_cuda_cublaslt(&cu, err, sizeof err);
+  check(rc == 0 && cu.cublasLtCreate && cu.cublasLtMatmulDescSetAttribute && cu.cublasLtMatrixLayoutCreate && cu.cublasLtMatmul,
+        "cuBLASLt loads with the matmul and descriptors Kiln calls: %s", rc ? err : cu.cublaslt_name);
+  setenv("KILN_NCCL", "/nonexistent/libnccl.so.2", 1);
+  check(rt_cuda_nccl(&cu, err, sizeof err) == -1 && has(err, "NCCL not found: KILN_NCCL=/nonexistent/libnccl.so.2 does not load ("),
+        "KILN_NCCL at a missing file: %s", err);
+  unsetenv("KILN_NCCL");
   rt_cuda_close(&cu);
 }
 

@@ -56,7 +56,8 @@ def device_env():
     lib = os.path.join(os.path.dirname(KILN), "tests")
     return {"KILN_LIBCUDA": os.path.join(lib, "libkiln_fakecuda.so"),
             "KILN_NVRTC": os.path.join(lib, "libkiln_fakenvrtc.so"),
-            "KILN_CUBLAS": os.path.join(lib, "libkiln_fakecublas.so")}
+            "KILN_CUBLAS": os.path.join(lib, "libkiln_fakecublas.so"),
+            "KILN_CUBLASLT": os.path.join(lib, "libkiln_fakecublaslt.so")}
 
 
 def run(args, env=None, stdin=None, timeout=900, cwd=None):
@@ -113,6 +114,13 @@ def products(T, blas):
           ["input Xs : f32[B, 12]", "param Ws : f32[12, 5] = glorot",
            "fn fs(v) { relu(v @ Ws) }"],
           "sum(fs(%s)) - sum(relu(%s @ Ws))" % (lit(xs), lit(xs)), expect_close(np.float64(0), atol=1e-4))
+    # a bias (and ReLU) after the product: cuBLASLt's epilogue where cuBLAS runs, else a kernel after it
+    xe, we, be, wt = mat(130, 33), mat(33, 70), mat(70), mat(70, 33)
+    ref = xe.astype(np.float64) @ we + be
+    s.add(how + ": relu(x @ W + b)", "", diff("relu(%s @ %s + %s)" % (lit(xe), lit(we), lit(be)), np.maximum(ref, 0)), tol)
+    s.add(how + ": b + x @ W", "", diff("%s + %s @ %s" % (lit(be), lit(xe), lit(we)), ref), tol)
+    s.add(how + ": relu(x @ transpose(W) + b)", "", diff("relu(%s @ transpose(%s) + %s)" % (lit(xe), lit(wt), lit(be)),
+                                                       np.maximum(xe.astype(np.float64) @ wt.T + be, 0)), tol)
     img, ker = mat(2, 3, 9, 9), mat(4, 3, 3, 3)
     ref = np.zeros((2, 4, 4, 4))
     for i in range(4):
@@ -345,6 +353,35 @@ def repl(T):
             in p.stderr, p.stderr)
 
 
+def epilogues(T, tmp):
+    """A dense layer's bias and ReLU applied by cuBLASLt as it writes the product
+    (the fake's log shows the calls), as a kernel after it without cuBLASLt, and
+    a failing cuBLASLt call reported."""
+    prog = os.path.join(tmp, "lt.kiln")
+    with open(prog, "w") as f:
+        f.write("param W : f32[70, 50] = glorot\nparam V : f32[50, 30] = glorot\nparam b : f32[50] = normal(1.0)\n"
+                "param c : f32[30] = normal(1.0)\nparam x : f32[200, 70] = normal(1.0)\n"
+                "h = relu(x @ W + b)\ny = h @ V + c\nprint sum(y * y), sum(h), y[3, 4]\n")
+    log = os.path.join(tmp, "lt.log")
+    cpu = run(["run", prog])
+    p = run(["run", prog, "--device", "cuda"], env={"KILN_FAKE_CUBLASLT_LOG": log})
+    calls = open(log).read().split("\n") if os.path.exists(log) else []
+    T.check("relu(x @ W + b) and h @ V + c: one cuBLASLt call each (RELU_BIAS, BIAS), the CPU's values",
+            p.returncode == 0 and p.stdout == cpu.stdout and "50 200 70 6" in calls and "30 200 50 4" in calls,
+            cpu.stdout + p.stdout + p.stderr + str(calls))
+    T.check("stderr names cuBLASLt", "bias and ReLU epilogues in cuBLASLt (" in p.stderr, p.stderr)
+    if REAL:
+        return
+    q = run(["run", prog, "--device", "cuda"], env={"KILN_CUBLASLT": "/nonexistent/libcublasLt.so"})
+    T.check("without cuBLASLt: the epilogues as kernels, the same values, and why on stderr",
+            q.returncode == 0 and q.stdout == cpu.stdout and
+            "bias and ReLU epilogues as kernels (cuBLASLt not found: KILN_CUBLASLT=/nonexistent" in q.stderr, q.stdout + q.stderr)
+    q = run(["run", prog, "--device", "cuda"], env={"KILN_FAKE_CUBLASLT_STATUS": "13"})
+    T.check("a failing cuBLASLt call: its status, the statement's location, status 1", q.returncode == 1 and
+            "lt.kiln:8:1: error: CUDA device 0: cuBLASLt matmul with a bias and ReLU epilogue (200 x 50 x 70): status 13"
+            in q.stderr, q.stderr)
+
+
 def refusals(T, tmp):
     prog = os.path.join(tmp, "one.kiln")
     with open(prog, "w") as f:
@@ -393,6 +430,7 @@ def main():
     T = Tally()
     with tempfile.TemporaryDirectory(prefix="kiln_cuda_run_") as tmp:
         refusals(T, tmp)
+        epilogues(T, tmp)
         repl(T)
         repl_training(T, tmp)
         built(T, tmp)
