@@ -175,8 +175,8 @@ def command_line(T, kiln, tmp):
     T.check("kiln run --device cpu runs", p.returncode == 0 and p.stdout.strip() == "31.1929", p.stdout + p.stderr)
     for bad in ["gpu", "cuda:", "cuda:x"]:
         p = run([kiln, "run", prog, "--device", bad])
-        T.check("--device %s is refused" % bad, p.returncode == 1 and "--device is cpu, cuda or cuda:N" in p.stderr,
-                p.stderr)
+        T.check("--device %s is refused" % bad, p.returncode == 1 and "kiln: --device %s: a device is cpu, cuda, cuda:N, "
+                "cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), not '%s'" % (bad, bad) in p.stderr, p.stderr)
     p = run([kiln, "emit-cuda", prog, "--arch", "sm_80"], env={"KILN_NVRTC": "/nonexistent/libnvrtc.so"})
     T.check("emit-cuda --arch with KILN_NVRTC at a missing file: NVRTC not found, status 1",
             p.returncode == 1 and "NVRTC not found: KILN_NVRTC=/nonexistent/libnvrtc.so does not load" in p.stderr,
