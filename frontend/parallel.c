@@ -195,7 +195,7 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
   for (int k = 0; P->nccl && k < P->nw; k++) {
     Worker *w = &P->w[k];
     for (int i = 0; i < up->nin; i++)
-      if (up->in_col[i] < 0 && up->in_val[i] && (up->in_val[i] < up->scalars || up->in_val[i] > up->scalars + 3))
+      if (up->in_col[i] < 0 && up->in_val[i] && (up->in_val[i] < up->scalars || up->in_val[i] > up->scalars + OPT_NSCALARS))
         pipe_cuda_keep(w->pipe, up->in_val[i]);
     keep_all(w->pipe, up->out + 1, up->nout - 1);
     keep_all(w->pipe, w->out + 1, P->np);
