@@ -522,7 +522,7 @@ static const char host_prelude[] =
   "extern int rt_cuda_mark(void *x, int step);\n"
   "extern int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda,\n"
   "                        int64_t sa, KDev b, int tb, int64_t ldb, int64_t sb, KDev c, int64_t ldc, int64_t sc);\n"
-  "extern int rt_cuda_gemm_epi(void *x, int f64, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda, KDev b,\n"
+  "extern int rt_cuda_gemm_epi(void *x, int64_t m, int64_t n, int64_t k, KDev a, int ta, int64_t lda, KDev b,\n"
   "                            int tb, int64_t ldb, KDev c, int epi, KDev bias);\n";
 
 static void device_copy(Str *h, int dst, int src, const char *bytes) {
@@ -543,23 +543,30 @@ static int blas_operand(const Schedule *s, Node *op, int nd, int *buf, char *off
   return 1;
 }
 
-// A product's operands as cuBLAS takes them (f32 or f64, at most one batch axis,
-// no windows): the text of rt_cuda_gemm's arguments from f64 to sb. 0 if not.
-static int blas_args(const Schedule *s, const Kernel *K, char *args, size_t len) {
+// A product's operands as cuBLAS takes them, as C text for the host function:
+// sizes (batch, m, n, k), each operand's buffer, element offset, whether it is
+// read transposed, row stride and batch stride.
+typedef struct {
+  int f64, a, b, ta, tb;
+  size_t es;
+  char B[64], M[64], N[64], K[64], aoff[256], boff[256], lda[96], ldb[96], sa[96], sb[96];
+} BlasArgs;
+
+// K's product as cuBLAS takes it (f32 or f64, at most one batch axis, no windows). 0 if not.
+static int blas_args(const Schedule *s, const Kernel *K, BlasArgs *g) {
   Node *n = K->node;
-  int nd = n->ndim, taps, ba, bb, ta, tb;
-  char M[64], N[64], KK[64], B[64], aoff[256], boff[256], lda[96], ldb[96], sa[96], sb[96];
+  int nd = n->ndim, taps;
   if ((n->dtype != DT_F32 && n->dtype != DT_F64) || nd > 3 || sched_mm_windows(s, n, &taps) ||
-      !blas_operand(s, n->src[0], nd, &ba, aoff, lda, &ta, sa) || !blas_operand(s, n->src[1], nd, &bb, boff, ldb, &tb, sb))
+      !blas_operand(s, n->src[0], nd, &g->a, g->aoff, g->lda, &g->ta, g->sa) ||
+      !blas_operand(s, n->src[1], nd, &g->b, g->boff, g->ldb, &g->tb, g->sb))
     return 0;
-  size_t es = ir_dtype_size(n->dtype);
-  cg_dim(M, sizeof M, n->shape[nd - 2]);
-  cg_dim(N, sizeof N, n->shape[nd - 1]);
-  cg_dim(KK, sizeof KK, n->src[0]->shape[nd - 1]);
-  if (nd == 3) cg_dim(B, sizeof B, n->shape[0]);
-  else strcpy(B, "1");
-  snprintf(args, len, "%d, %s, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s", n->dtype == DT_F64,
-           B, M, N, KK, ba, aoff, es, ta, lda, sa, bb, boff, es, tb, ldb, sb);
+  g->f64 = n->dtype == DT_F64;
+  g->es = ir_dtype_size(n->dtype);
+  cg_dim(g->M, sizeof g->M, n->shape[nd - 2]);
+  cg_dim(g->N, sizeof g->N, n->shape[nd - 1]);
+  cg_dim(g->K, sizeof g->K, n->src[0]->shape[nd - 1]);
+  if (nd == 3) cg_dim(g->B, sizeof g->B, n->shape[0]);
+  else strcpy(g->B, "1");
   return 1;
 }
 
@@ -567,34 +574,33 @@ static int blas_args(const Schedule *s, const Kernel *K, char *args, size_t len)
 // or when the runtime says cuBLAS cannot take it (rt_cuda_gemm's 1), the step's
 // tiled kernel.
 static void gemm_call(Str *h, const Schedule *s, const Kernel *K, const char *launch) {
-  char args[1200], M[64], N[64];
-  if (!blas_args(s, K, args, sizeof args)) {
+  BlasArgs g;
+  if (!blas_args(s, K, &g)) {
     str_put(h, "%s", launch);
     return;
   }
-  Node *n = K->node;
-  cg_dim(M, sizeof M, n->shape[n->ndim - 2]);
-  cg_dim(N, sizeof N, n->shape[n->ndim - 1]);
-  str_put(h, "  { int g = rt_cuda_gemm(x, %s,\n        b[%d], %s, (int64_t)%s*%s);\n    if (g < 0) return -1;\n"
-             "    if (g > 0)%s  }\n", args, K->out, N, M, N, launch + 1);
+  str_put(h, "  { int g = rt_cuda_gemm(x, %d, %s, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s, b[%d] + (%s)*%zu, %d, %s, %s,\n",
+          g.f64, g.B, g.M, g.N, g.K, g.a, g.aoff, g.es, g.ta, g.lda, g.sa, g.b, g.boff, g.es, g.tb, g.ldb, g.sb);
+  str_put(h, "        b[%d], %s, (int64_t)%s*%s);\n    if (g < 0) return -1;\n    if (g > 0)%s  }\n", K->out, g.N, g.M,
+          g.N, launch + 1);
 }
 
-// Kernel k, a product, whose epilogue is one kernel computing (relu of) the
-// product plus a bias broadcast over its rows, which cuBLASLt applies as it
-// writes: RT_LT_EPI_BIAS or RT_LT_EPI_RELU_BIAS (the bias's buffer and offset
-// in bias_buf, off), or 0. The product must be 2-D and read by its epilogue
-// alone, since cuBLASLt writes only the epilogue's result.
+// Kernel k, an f32 2-D product, whose epilogue is one kernel computing (relu
+// of) the product plus a bias broadcast over its rows, which cuBLASLt applies
+// as it writes: cuBLASLt's epilogue number, 4 (BIAS) or 6 (RELU_BIAS), with the
+// bias's buffer and offset in bias_buf and off; or 0. The product must be read
+// by its epilogue alone, since cuBLASLt writes only the epilogue's result.
 static int lt_epilogue(const Schedule *s, int k, int *bias_buf, char *off) {
   const Kernel *K = &s->ks[k], *E = k + 1 < s->nk ? &s->ks[k + 1] : NULL;
   Node *mm = K->node, *e = E ? E->node : NULL, *v = NULL;
-  if (K->nepi != 1 || !E || E->epi_of != k + 1 || mm->ndim != 2 || !ir_shape_eq(e, mm) || e->dtype != mm->dtype ||
-      s->bufs[K->out].kind != BUF_TEMP)
+  if (K->nepi != 1 || !E || E->epi_of != k + 1 || mm->ndim != 2 || mm->dtype != DT_F32 || !ir_shape_eq(e, mm) ||
+      e->dtype != mm->dtype || s->bufs[K->out].kind != BUF_TEMP)
     return 0;
   for (int j = 0; j < s->nk; j++)
     for (int r = 0; j != k + 1 && r < s->ks[j].nreads; r++)
       if (s->ks[j].reads[r] == K->out) return 0;
-  int epi = 1;
-  if (e->op == OP_RELU) epi = 2, e = e->src[0];
+  int epi = 4;
+  if (e->op == OP_RELU) epi = 6, e = e->src[0];
   if (e->op != OP_ADD) return 0;
   v = e->src[0] == mm ? e->src[1] : e->src[1] == mm ? e->src[0] : NULL;
   char st[IR_MAXDIM][96];
@@ -606,25 +612,17 @@ static int lt_epilogue(const Schedule *s, int k, int *bias_buf, char *off) {
 // runtime can (rt_cuda_gemm_epi's 0), else as two steps: gemm_call and the launch.
 static int lt_call(Str *h, const Schedule *s, const CudaSource *cs, int i, const char *launch_mm, const char *launch_epi) {
   int k = cs->steps[i].k, bias, epi;
-  char off[256], args[1200], M[64], N[64], KK[64];
+  char off[256];
   const Kernel *K = &s->ks[k];
+  BlasArgs g;
   if (i + 1 >= cs->nsteps || cs->steps[i + 1].k != k + 1 || !(epi = lt_epilogue(s, k, &bias, off)) ||
-      !blas_args(s, K, args, sizeof args))
+      !blas_args(s, K, &g))
     return 0;
-  Node *n = K->node;
-  int ba, bb, ta, tb;
-  char aoff[256], boff[256], lda[96], ldb[96], sa[96], sb[96];
-  blas_operand(s, n->src[0], 2, &ba, aoff, lda, &ta, sa);
-  blas_operand(s, n->src[1], 2, &bb, boff, ldb, &tb, sb);
-  cg_dim(M, sizeof M, n->shape[0]);
-  cg_dim(N, sizeof N, n->shape[1]);
-  cg_dim(KK, sizeof KK, n->src[0]->shape[1]);
-  size_t es = ir_dtype_size(n->dtype);
-  str_put(h, "  int lt%d = rt_cuda_gemm_epi(x, %d, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, b[%d] + (%s)*%zu, %d, %s,\n"
+  str_put(h, "  int lt%d = rt_cuda_gemm_epi(x, %s, %s, %s, b[%d] + (%s)*%zu, %d, %s, b[%d] + (%s)*%zu, %d, %s,\n"
              "                            b[%d], %d, b[%d] + (%s)*%zu);   // k%d and its epilogue k%d\n"
              "  if (lt%d < 0) return -1;\n  if (lt%d > 0) {\n",
-          i, n->dtype == DT_F64, M, N, KK, ba, aoff, es, ta, lda, bb, boff, es, tb, ldb, s->ks[k + 1].out,
-          epi == 2 ? 6 : 4, bias, off, es, k, k + 1, i, i);
+          i, g.M, g.N, g.K, g.a, g.aoff, g.es, g.ta, g.lda, g.b, g.boff, g.es, g.tb, g.ldb, s->ks[k + 1].out, epi, bias, off,
+          g.es, k, k + 1, i, i);
   gemm_call(h, s, K, launch_mm);
   str_put(h, "  }\n  if (rt_cuda_mark(x, %d)) return -1;\n  if (lt%d > 0)%s", i + 1, i, launch_epi + 1);
   return 1;

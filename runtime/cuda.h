@@ -114,13 +114,13 @@ typedef struct cublasContext *cublasHandle_t;
     long long sb, const double *beta, CUdeviceptr c, int ldc, long long sc, int batch))
 
 // cuBLASLt: one GEMM with its bias (and ReLU) applied as it writes (cublasLt.h's
-// values: CUBLAS_COMPUTE_32F 68, _64F 70; CUDA_R_32F 0, _64F 1; the descriptor
+// values: CUBLAS_COMPUTE_32F 68; CUDA_R_32F 0; the descriptor
 // attributes TRANSA 3, TRANSB 4, EPILOGUE 7, BIAS_POINTER 8; the epilogues BIAS 4,
 // RELU_BIAS 6). The algorithm is cuBLASLt's own heuristic choice (algo NULL).
 typedef struct cublasLtContext *cublasLtHandle_t;
 typedef struct cublasLtMatmulDescOpaque *cublasLtMatmulDesc_t;
 typedef struct cublasLtMatrixLayoutOpaque *cublasLtMatrixLayout_t;
-enum { RT_LT_COMPUTE_32F = 68, RT_LT_COMPUTE_64F = 70, RT_LT_R_32F = 0, RT_LT_R_64F = 1, RT_LT_TRANSA = 3,
+enum { RT_LT_COMPUTE_32F = 68, RT_LT_R_32F = 0, RT_LT_TRANSA = 3,
        RT_LT_TRANSB = 4, RT_LT_EPILOGUE = 7, RT_LT_BIAS_POINTER = 8, RT_LT_EPI_BIAS = 4, RT_LT_EPI_RELU_BIAS = 6,
        RT_LT_NOT_SUPPORTED = 15 };
 #define RT_CUDA_CUBLASLT(X) \
@@ -257,13 +257,13 @@ int rt_cuda_copy(void *x, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 // not accept, a size past int): the caller runs its own kernel; -1 on an error.
 int rt_cuda_gemm(void *x, int f64, int64_t batch, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda,
                  int64_t sa, CUdeviceptr b, int tb, int64_t ldb, int64_t sb, CUdeviceptr c, int64_t ldc, int64_t sc);
-// C = epi(A @ B + bias) through cuBLASLt, with bias (n values) added to each row of
-// C (m x n, contiguous) and, for epi RT_LT_EPI_RELU_BIAS, ReLU after (epi
-// RT_LT_EPI_BIAS: none); A and B as rt_cuda_gemm's, one f32 matrix each. 0 when
-// done, 1 when cuBLASLt cannot take it (not loaded, f64, no algorithm for it:
-// the caller runs the product and its epilogue kernel), -1 on an error.
-int rt_cuda_gemm_epi(void *x, int f64, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda, CUdeviceptr b,
-                     int tb, int64_t ldb, CUdeviceptr c, int epi, CUdeviceptr bias);
+// C = epi(A @ B + bias) through cuBLASLt, in f32, with bias (n values) added to
+// each row of C (m x n, contiguous) and, for epi RT_LT_EPI_RELU_BIAS, ReLU after
+// (RT_LT_EPI_BIAS: none); A and B as rt_cuda_gemm's, one matrix each. 0 when
+// done, 1 when cuBLASLt cannot take it (not loaded, no algorithm for it: the
+// caller runs the product and its epilogue kernel), -1 on an error.
+int rt_cuda_gemm_epi(void *x, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda, CUdeviceptr b, int tb,
+                     int64_t ldb, CUdeviceptr c, int epi, CUdeviceptr bias);
 // "CUDA device 0: NVIDIA H200 (sm_90, 143771 MiB); products through cuBLAS (libcublas.so.13)",
 // or "...; products through Kiln's tiled kernels (why cuBLAS is not used)".
 void rt_cuda_describe(const RtCudaExec *x, char *buf, size_t len);

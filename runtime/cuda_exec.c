@@ -254,18 +254,19 @@ int rt_cuda_gemm(void *xp, int f64, int64_t batch, int64_t m, int64_t n, int64_t
 
 // As rt_cuda_gemm's mapping: row-major C (m x n) is column-major C' (n x m) =
 // B' A', so B is cuBLASLt's A and A its B, each stored transposed or not.
-int rt_cuda_gemm_epi(void *xp, int f64, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda, CUdeviceptr b,
-                     int tb, int64_t ldb, CUdeviceptr c, int epi, CUdeviceptr bias) {
+int rt_cuda_gemm_epi(void *xp, int64_t m, int64_t n, int64_t k, CUdeviceptr a, int ta, int64_t lda, CUdeviceptr b, int tb,
+                     int64_t ldb, CUdeviceptr c, int epi, CUdeviceptr bias) {
   RtCudaExec *x = xp;
   RtCuda *cu = x->cu;
   const int64_t lim = 2147483647;
   int64_t arow = ta ? m : k, brow = tb ? k : n;
-  if (!x->lt || f64 || m <= 0 || n <= 0 || k <= 0 || m > lim || n > lim || k > lim || lda < arow || ldb < brow) return 1;
-  int type = f64 ? RT_LT_R_64F : RT_LT_R_32F, opa = tb, opb = ta;
+  if (!x->lt || m <= 0 || n <= 0 || k <= 0 || m > lim || n > lim || k > lim || lda < arow || ldb < brow) return 1;
+  int type = RT_LT_R_32F, opa = tb, opb = ta;
   int32_t e = epi;
+  const float one = 1, zero = 0;
   cublasLtMatmulDesc_t d = NULL;
   cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-  cublasStatus_t r = cu->cublasLtMatmulDescCreate(&d, f64 ? RT_LT_COMPUTE_64F : RT_LT_COMPUTE_32F, type);
+  cublasStatus_t r = cu->cublasLtMatmulDescCreate(&d, RT_LT_COMPUTE_32F, type);
   if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_TRANSA, &opa, sizeof opa);
   if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_TRANSB, &opb, sizeof opb);
   if (!r) r = cu->cublasLtMatmulDescSetAttribute(d, RT_LT_EPILOGUE, &e, sizeof e);
@@ -273,12 +274,7 @@ int rt_cuda_gemm_epi(void *xp, int f64, int64_t m, int64_t n, int64_t k, CUdevic
   if (!r) r = cu->cublasLtMatrixLayoutCreate(&la, type, tb ? k : n, tb ? n : k, ldb);
   if (!r) r = cu->cublasLtMatrixLayoutCreate(&lb, type, ta ? m : k, ta ? k : m, lda);
   if (!r) r = cu->cublasLtMatrixLayoutCreate(&lc, type, n, m, n);
-  if (!r) {
-    const double one = 1, zero = 0;
-    const float onef = 1, zerof = 0;
-    r = cu->cublasLtMatmul(x->lt, d, f64 ? (const void *)&one : (const void *)&onef, b, la, a, lb,
-                           f64 ? (const void *)&zero : (const void *)&zerof, c, lc, c, lc, NULL, NULL, 0, x->stream);
-  }
+  if (!r) r = cu->cublasLtMatmul(x->lt, d, &one, b, la, a, lb, &zero, c, lc, c, lc, NULL, NULL, 0, x->stream);
   if (lc) cu->cublasLtMatrixLayoutDestroy(lc);
   if (lb) cu->cublasLtMatrixLayoutDestroy(lb);
   if (la) cu->cublasLtMatrixLayoutDestroy(la);
@@ -327,9 +323,6 @@ void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g) {
 
 size_t rt_cuda_arg_bytes(size_t bytes) { return ((bytes ? bytes : 1) + 255) & ~(size_t)255; }
 
-// Every argument gets its own place in the arguments' arena, 256-byte aligned
-// (the kernels read 16 bytes at a time); an output over a donated input starts
-// as a copy of it on the device (the host function makes it).
 // Pinned staging of `bytes`, NULL if the host cannot lock that much (the copies
 // then go from pageable memory, correct but synchronous).
 static char *pinned(RtCudaExec *x, size_t bytes) {
@@ -353,6 +346,10 @@ static void pend(RtCudaExec *x, void *host, size_t off, size_t bytes) {
   x->pend[x->npend++] = (RtCudaPending){host, off, bytes};
 }
 
+// Every argument gets its own place in the arguments' arena, 256-byte aligned
+// (the kernels read 16 bytes at a time), and the same place in the pinned
+// staging; an output over a donated input starts as a copy of it on the device
+// (the host function makes it).
 int rt_cuda_run_start(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void *const *host, const size_t *bytes,
                       int nin, int nconst, int nout, const CUdeviceptr *resident, int profile) {
   int n = nin + nconst + nout;
