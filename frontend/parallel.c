@@ -68,15 +68,20 @@ static void worker_name(const Worker *w, char *buf, size_t len) {
   else snprintf(buf, len, "cuda:%d", w->device);
 }
 
-// A worker's pipe: ev's, for another device (the JIT, the context and NVRTC shared).
+// ev's pipe for another device (-1: the CPU), sharing its JIT, runtime and
+// NVRTC; it holds no device of its own until pipe_open_device and keeps nothing.
+static void pipe_for(Pipe *p, const Ev *ev, int device) {
+  *p = ev->pipe;
+  p->device = device;
+  p->cx = NULL;
+  p->kept = NULL; p->nkept = 0;
+  p->mirrors = NULL; p->nmirrors = 0;
+  p->npeers = 0;
+}
+
 static void worker_open(Ev *ev, Worker *w, Span sp) {
   char err[1024];
-  w->own = ev->pipe;
-  w->own.device = w->device;
-  w->own.cx = NULL;
-  w->own.kept = NULL; w->own.nkept = 0;
-  w->own.mirrors = NULL; w->own.nmirrors = 0;
-  w->own.npeers = 0;
+  pipe_for(&w->own, ev, w->device);
   w->pipe = &w->own;
   if (w->device >= 0 && pipe_open_device(w->pipe, err, sizeof err)) ev_fail(ev, sp, "%s", err);
 }
@@ -181,11 +186,7 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
     for (int k = 0; k < P->nw; k++) P->w[k].update = compile_on(ev, P->w[k].pipe, up->g, "optimizer update", &P->w[k], sp);
     up->pr = P->w[0].update;
   } else {
-    P->host = ev->pipe;
-    P->host.device = -1;
-    P->host.cx = NULL;
-    P->host.kept = NULL; P->host.nkept = 0;
-    P->host.mirrors = NULL; P->host.nmirrors = 0;
+    pipe_for(&P->host, ev, -1);
     P->update = up->pr = compile_on(ev, &P->host, up->g, "optimizer update", NULL, sp);
     P->gsum = calloc(P->np + 1, sizeof *P->gsum);
     if (!P->gsum) abort();
@@ -194,9 +195,7 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
   // What stays on the GPUs: with NCCL, the whole state; else nothing (the host holds it).
   for (int k = 0; P->nccl && k < P->nw; k++) {
     Worker *w = &P->w[k];
-    for (int i = 0; i < up->nin; i++)
-      if (up->in_col[i] < 0 && up->in_val[i] && (up->in_val[i] < up->scalars || up->in_val[i] > up->scalars + OPT_NSCALARS))
-        pipe_cuda_keep(w->pipe, up->in_val[i]);
+    for (int i = 0; i < up->nin; i++) if (step_state_input(up, i)) pipe_cuda_keep(w->pipe, up->in_val[i]);
     keep_all(w->pipe, up->out + 1, up->nout - 1);
     keep_all(w->pipe, w->out + 1, P->np);
     if (k) continue;

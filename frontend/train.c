@@ -195,7 +195,6 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   step_inputs(ev, s, loss, &data, &nd, &params, &np, &states, &ns);
   Node **grads = arena_alloc(ev->arena, sizeof(Node *) * (np + 1));
   Node *y = loss->dtype == DT_F32 || loss->dtype == DT_F64 ? loss : ir_cast(c, loss, DT_F32);
-  st->np = np;
   if (split) {
     st->grad_in = arena_alloc(ev->arena, sizeof(Node *) * (np + 1));
     for (int i = 0; i < np; i++) {
@@ -307,11 +306,9 @@ static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
   b->seed = ts->seed;
 }
 
-// On a GPU: the step's state (parameters, optimizer slots, statistics) stays
-// on the device between steps; the scalars the host sets each step do not.
-static int kept_on_device(const Step *st, int i) {
+int step_state_input(const Step *st, int i) {
   int scalar = st->in_val[i] >= st->scalars && st->in_val[i] < st->scalars + OPT_NSCALARS + 1;
-  return st->in_col[i] < 0 && !scalar;
+  return st->in_col[i] < 0 && st->in_val[i] && !scalar;
 }
 
 static size_t device_bytes(const Node *n, const int64_t *D) {
@@ -330,7 +327,7 @@ static void device_plan(Ev *ev, const Step *st, int64_t batch) {
     if (st->in_col[i] >= 0 && n->ndim && n->shape[0].sym && n->shape[0].k) D[n->shape[0].sym] = batch / n->shape[0].k;
   }
   size_t ws = st->pr->workspace(D), state = 0, copied = device_bytes(st->pr->g->outs[0], D);   // the loss
-  for (int i = 0; i < st->nin; i++) *(kept_on_device(st, i) ? &state : &copied) += device_bytes(st->ins[i], D);
+  for (int i = 0; i < st->nin; i++) *(step_state_input(st, i) ? &state : &copied) += device_bytes(st->ins[i], D);
   for (int i = 0; i < st->pr->s->nconst; i++) copied += rt_cuda_arg_bytes(st->pr->s->consts[i]->a.nbytes);
   fprintf(stderr, "kiln: CUDA device %d: the training step plans %.1f MiB of device memory at batch %lld: workspace %.1f, "
           "state kept on the device %.1f (twice that in its first step, whose results go beside it), copied each step "
@@ -479,7 +476,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
               ev->topts.max_steps, &interrupt_flag, &c, train_step, train_epoch_done};
   if (!run->par && st.pr->cuda) {
     device_plan(ev, &st, ts.batch);
-    for (int i = 0; i < st.nin; i++) if (kept_on_device(&st, i)) pipe_cuda_keep(&ev->pipe, st.in_val[i]);
+    for (int i = 0; i < st.nin; i++) if (step_state_input(&st, i)) pipe_cuda_keep(&ev->pipe, st.in_val[i]);
     // and so do the step's next values, in the storage the first step gives them
     for (int o = 1; o < st.nout; o++) pipe_cuda_keep(&ev->pipe, &st.out[o]);
   }

@@ -77,8 +77,11 @@ typedef struct {
   RtTensor *scalars;     // lr, bias corrections, step (the last; Run owns them)
   IrGraph *g;            // the graph pr was compiled from
   Node **grad_in;        // an update step's gradient inputs, one per parameter (else NULL)
-  int np;
 } Step;
+// Input i is the step's state (a parameter, an optimizer slot, a statistic),
+// which stays on a GPU between steps; not a data column, a gradient input or a
+// scalar the host sets each step.
+int step_state_input(const Step *st, int i);
 
 Trainer *trainer(Ev *ev);                      // the session's, made on first use
 void drop_slots(Trainer *t);                   // forget the optimizer state
