@@ -423,22 +423,23 @@ def refusals(T, tmp):
             p.returncode == 1 and "one.kiln:2:1: error: could not compile this expression: NVRTC" in p.stderr, p.stderr)
 
 
-def main():
+def run_checks(script, prefix, checks):
+    """The command line of this file and test_parallel.py: each check(T, tmp) in
+    one temporary folder, then the tally's closing line and status."""
     if not KILN:
-        sys.stderr.write("usage: %s PATH/TO/kiln [--real]\n" % sys.argv[0])
+        sys.stderr.write("usage: %s PATH/TO/kiln [--real]\n" % script)
         sys.exit(2)
     T = Tally()
-    with tempfile.TemporaryDirectory(prefix="kiln_cuda_run_") as tmp:
-        refusals(T, tmp)
-        epilogues(T, tmp)
-        repl(T)
-        repl_training(T, tmp)
-        built(T, tmp)
-        products(T, blas=True)
-        if not REAL:
-            products(T, blas=False)
-        training(T, tmp)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for check in checks:
+            check(T, tmp)
     sys.exit(T.summary())
+
+
+def main():
+    run_checks(sys.argv[0], "kiln_cuda_run_", [
+        refusals, epilogues, lambda T, tmp: repl(T), repl_training, built,
+        lambda T, tmp: products(T, blas=True), lambda T, tmp: None if REAL else products(T, blas=False), training])
 
 
 if __name__ == "__main__":

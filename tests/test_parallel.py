@@ -35,7 +35,7 @@ import sys
 import numpy as np
 
 import test_cuda_run as base
-from test_cuda_run import Tally, fmnist_dir, load_st, losses, run
+from test_cuda_run import fmnist_dir, load_st, losses, run
 
 REAL = base.REAL
 GPUS = int(os.environ.get("KILN_TEST_GPUS", "1")) if REAL else 2
@@ -170,17 +170,7 @@ def refusals(T, tmp):
 
 
 def main():
-    if not base.KILN:
-        sys.stderr.write("usage: %s PATH/TO/kiln [--real]\n" % sys.argv[0])
-        sys.exit(2)
-    import tempfile
-    T = Tally()
-    with tempfile.TemporaryDirectory(prefix="kiln_parallel_") as tmp:
-        refusals(T, tmp)
-        repl(T, tmp)
-        examples(T, tmp)
-        batch_norm(T, tmp)
-    sys.exit(T.summary())
+    base.run_checks(sys.argv[0], "kiln_parallel_", [refusals, repl, examples, batch_norm])
 
 
 if __name__ == "__main__":
