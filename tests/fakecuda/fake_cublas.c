@@ -4,7 +4,10 @@
 // plainly, with the argument checks cuBLAS makes (status 7, INVALID_VALUE, for a
 // leading dimension below the stored rows). It lets CI run the host's cuBLAS
 // path, the column-major mapping of Kiln's row-major products included.
+// The work runs on the fake driver's stream (queue.h), in its turn.
 // $KILN_FAKE_CUBLAS_STATUS: a status every GEMM returns instead (to see Kiln report it).
+#include "queue.h"
+
 #include <stdlib.h>
 
 typedef struct { void *stream; } Handle;
@@ -22,29 +25,42 @@ static int check(int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc,
   return OK;
 }
 
+// A GEMM's arguments, taken when it is queued (alpha and beta by value), for when its stream runs it.
+typedef struct {
+  int ta, tb, m, n, k, lda, ldb, ldc, batch;
+  double alpha, beta;
+  unsigned long long a, b, c;
+  long long sa, sb, sc;
+} Gemm;
+
 #define GEMM(NAME, T) \
+  static void run_##T(void *p) { \
+    const Gemm *g = p; \
+    for (int q = 0; q < g->batch; q++) { \
+      const T *A = (const T *)g->a + q * g->sa, *B = (const T *)g->b + q * g->sb; \
+      T *C = (T *)g->c + q * g->sc; \
+      for (int j = 0; j < g->n; j++) \
+        for (int i = 0; i < g->m; i++) { \
+          T acc = 0; \
+          for (int l = 0; l < g->k; l++) \
+            acc += (g->ta ? A[l + (long long)i * g->lda] : A[i + (long long)l * g->lda]) * \
+                   (g->tb ? B[j + (long long)l * g->ldb] : B[l + (long long)j * g->ldb]); \
+          T *o = &C[i + (long long)j * g->ldc]; \
+          *o = g->beta == 0 ? (T)g->alpha * acc : (T)g->alpha * acc + (T)g->beta * *o; \
+        } \
+    } \
+  } \
   int NAME(Handle *h, int ta, int tb, int m, int n, int k, const T *alpha, unsigned long long a, int lda, long long sa, \
            unsigned long long b, int ldb, long long sb, const T *beta, unsigned long long c, int ldc, long long sc, \
            int batch) { \
-    (void)h; \
     const char *fail = getenv("KILN_FAKE_CUBLAS_STATUS"); \
     if (fail && *fail) return atoi(fail); \
     int r = check(ta, tb, m, n, k, lda, ldb, ldc, batch); \
     if (r) return r; \
-    for (int q = 0; q < batch; q++) { \
-      const T *A = (const T *)a + q * sa, *B = (const T *)b + q * sb; \
-      T *C = (T *)c + q * sc; \
-      for (int j = 0; j < n; j++) \
-        for (int i = 0; i < m; i++) { \
-          T acc = 0; \
-          for (int l = 0; l < k; l++) \
-            acc += (ta ? A[l + (long long)i * lda] : A[i + (long long)l * lda]) * \
-                   (tb ? B[j + (long long)l * ldb] : B[l + (long long)j * ldb]); \
-          T *o = &C[i + (long long)j * ldc]; \
-          *o = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *o; \
-        } \
-    } \
-    return OK; \
+    Gemm *g = malloc(sizeof *g); \
+    if (!g) return NOT_INITIALIZED; \
+    *g = (Gemm){ta, tb, m, n, k, lda, ldb, ldc, batch, *alpha, *beta, a, b, c, sa, sb, sc}; \
+    return fake_enqueue(h->stream, run_##T, g) ? INVALID_VALUE : OK; \
   }
 GEMM(cublasSgemmStridedBatched, float)
 GEMM(cublasDgemmStridedBatched, double)

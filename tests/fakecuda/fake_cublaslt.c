@@ -6,6 +6,9 @@
 // epilogue without a bias). $KILN_FAKE_CUBLASLT_STATUS: a status every matmul
 // returns instead (to see Kiln report it). $KILN_FAKE_CUBLASLT_LOG: a file each
 // matmul appends "m n k epilogue" to, so tests can see which products went here.
+// The work runs on the fake driver's stream (queue.h), in its turn.
+#include "queue.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,23 +50,39 @@ int cublasLtMatrixLayoutCreate(Layout **l, int type, uint64_t rows, uint64_t col
 }
 int cublasLtMatrixLayoutDestroy(Layout *l) { free(l); return OK; }
 
+// A matmul's arguments, taken when it is queued, for when its stream runs it.
+typedef struct {
+  Desc d;
+  Layout la, lb, ld;
+  uint64_t m, n, k;
+  double alpha;
+  const void *A, *B;
+  void *D;
+} Lt;
+
 #define MATMUL(T) \
-  for (uint64_t j = 0; j < n; j++) \
-    for (uint64_t i = 0; i < m; i++) { \
+  for (uint64_t j = 0; j < g->n; j++) \
+    for (uint64_t i = 0; i < g->m; i++) { \
       double acc = 0; \
-      for (uint64_t l = 0; l < k; l++) \
-        acc += (double)((const T *)A)[d->ta ? l + i * la->ld : i + l * la->ld] * \
-               ((const T *)B)[d->tb ? j + l * lb->ld : l + j * lb->ld]; \
-      T v = (T)(*(const T *)alpha * (T)acc); \
-      if (d->epi & EPI_BIAS) v += ((const T *)d->bias)[i]; \
-      if ((d->epi & EPI_RELU) && !(v > 0)) v = 0; \
-      ((T *)D)[i + j * ld->ld] = v; \
+      for (uint64_t l = 0; l < g->k; l++) \
+        acc += (double)((const T *)g->A)[g->d.ta ? l + i * g->la.ld : i + l * g->la.ld] * \
+               ((const T *)g->B)[g->d.tb ? j + l * g->lb.ld : l + j * g->lb.ld]; \
+      T v = (T)((T)g->alpha * (T)acc); \
+      if (g->d.epi & EPI_BIAS) v += ((const T *)g->d.bias)[i]; \
+      if ((g->d.epi & EPI_RELU) && !(v > 0)) v = 0; \
+      ((T *)g->D)[i + j * g->ld.ld] = v; \
     }
+
+static void run(void *p) {
+  const Lt *g = p;
+  if (g->d.scale == 1) { MATMUL(double) }
+  else { MATMUL(float) }
+}
 
 int cublasLtMatmul(void *h, Desc *d, const void *alpha, const void *A, Layout *la, const void *B, Layout *lb,
                    const void *beta, const void *C, Layout *lc, void *D, Layout *ld, const void *algo, void *ws,
                    size_t wsn, void *stream) {
-  (void)h; (void)C; (void)lc; (void)algo; (void)ws; (void)wsn; (void)stream;
+  (void)h; (void)C; (void)lc; (void)algo; (void)ws; (void)wsn;
   const char *fail = getenv("KILN_FAKE_CUBLASLT_STATUS");
   if (fail && *fail) return atoi(fail);
   uint64_t m = d->ta ? la->cols : la->rows, k = d->ta ? la->rows : la->cols;
@@ -77,7 +96,8 @@ int cublasLtMatmul(void *h, Desc *d, const void *alpha, const void *A, Layout *l
   const char *log = getenv("KILN_FAKE_CUBLASLT_LOG");
   FILE *f = log && *log ? fopen(log, "a") : NULL;
   if (f) { fprintf(f, "%llu %llu %llu %u\n", (unsigned long long)m, (unsigned long long)n, (unsigned long long)k, d->epi); fclose(f); }
-  if (f64) { MATMUL(double) }
-  else { MATMUL(float) }
-  return OK;
+  Lt *g = malloc(sizeof *g);
+  if (!g) return NOT_INITIALIZED;
+  *g = (Lt){*d, *la, *lb, *ld, m, n, k, f64 ? *(const double *)alpha : *(const float *)alpha, A, B, D};
+  return fake_enqueue(stream, run, g) ? INVALID_VALUE : OK;
 }

@@ -6,12 +6,15 @@
 // real NCCL: a collective of several ranks outside a group (one thread would
 // wait for itself), ranks that queued different counts or types, a stream that
 // is not the rank's device's (the fake driver's stream records its context).
+// A group's reductions run when it ends, after all work queued on the ranks' streams.
+#include "queue.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 enum { OK = 0, INVALID_ARGUMENT = 4, INVALID_USAGE = 5 };
 enum { SUM = 0, F32 = 7, F64 = 8 };
-typedef struct { const void *send; void *recv; size_t count; int dtype; } Call;
+typedef struct { const void *send; void *recv; size_t count; int dtype; void *stream; } Call;
 typedef struct Clique Clique;
 typedef struct { Clique *q; int rank, device; Call *calls; int ncalls; } Comm;
 struct Clique { int n, live; Comm **ranks; };
@@ -65,6 +68,8 @@ static int flush(Clique *q) {
     for (int r = 1; r < q->n && !rc; r++)
       if (q->ranks[r]->calls[k].count != q->ranks[0]->calls[k].count || q->ranks[r]->calls[k].dtype != q->ranks[0]->calls[k].dtype)
         rc = INVALID_USAGE;
+  for (int r = 0; r < q->n && !rc; r++)   // each rank's stream up to its calls (the reduction runs then, in order)
+    for (int k = 0; k < q->ranks[r]->ncalls; k++) fake_flush(q->ranks[r]->calls[k].stream);
   for (int k = 0; !rc && k < q->ranks[0]->ncalls; k++) reduce(q, k);
   for (int r = 0; r < q->n; r++) q->ranks[r]->ncalls = 0;
   return rc;
@@ -90,7 +95,7 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
   Call *a = realloc(c->calls, sizeof *a * (c->ncalls + 1));
   if (!a) return INVALID_ARGUMENT;
   c->calls = a;
-  c->calls[c->ncalls++] = (Call){send, recv, count, dtype};
+  c->calls[c->ncalls++] = (Call){send, recv, count, dtype, stream};
   if (!depth) { pending = NULL; return flush(c->q); }
   return OK;
 }

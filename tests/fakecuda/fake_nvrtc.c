@@ -4,7 +4,7 @@
 // exported launcher per __global__ function. The "CUBIN" is that library behind
 // a small header, which fake_cuda.c's cuModuleLoadData loads with dlopen. It
 // lets CI run every kernel and the whole host side of `--device cuda` on the CPU.
-// Version 0.1, so its images never share a cache entry with a real NVRTC's.
+// Version 0.2, so its images never share a cache entry with a real NVRTC's.
 // $KILN_FAKE_CXX: the compiler (default g++).
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 typedef struct { char *src, *log, *image; size_t loglen, len; } Prog;
 typedef Prog *nvrtcProgram;
 
-int nvrtcVersion(int *major, int *minor) { *major = 0; *minor = 1; return 0; }
+int nvrtcVersion(int *major, int *minor) { *major = 0; *minor = 2; return 0; }
 const char *nvrtcGetErrorString(int r) { return r == 6 ? "NVRTC_ERROR_COMPILATION (fake)" : r ? "NVRTC_ERROR (fake)" : "NVRTC_SUCCESS"; }
 int nvrtcGetNumSupportedArchs(int *n) { *n = 2; return 0; }
 int nvrtcGetSupportedArchs(int *a) { a[0] = 80; a[1] = 90; return 0; }
@@ -34,15 +34,18 @@ int nvrtcDestroyProgram(nvrtcProgram *p) {
 }
 
 // The launchers: for each `__global__ void [__launch_bounds__(n)] NAME(`, an
-// extern "C" kiln_fake__NAME(grid, block, params) that runs it through the shim.
+// extern "C" kiln_fake__NAME(grid, block, params) that runs it through the shim,
+// and kiln_fake_sizes__NAME(sizes), its parameters' sizes (the fake driver copies
+// a launch's arguments, as the real one does, to run it later).
 static void launchers(FILE *f, const char *src) {
   for (const char *p = src; (p = strstr(p, "__global__ void ")); ) {
     p += strlen("__global__ void ");
     if (!strncmp(p, "__launch_bounds__(", 18)) p = strchr(p, ')') + 2;
     size_t n = strcspn(p, "( ");
     fprintf(f, "extern \"C\" void kiln_fake__%.*s(unsigned gx, unsigned bx, void **params) {\n"
-               "  kiln_fake_run(gx, bx, [](void **p) { kiln_fake_apply(%.*s, p); }, params);\n}\n",
-            (int)n, p, (int)n, p);
+               "  kiln_fake_run(gx, bx, [](void **p) { kiln_fake_apply(%.*s, p); }, params);\n}\n"
+               "extern \"C\" int kiln_fake_sizes__%.*s(kiln_size_t *sizes) { return kiln_fake_sizes(%.*s, sizes); }\n",
+            (int)n, p, (int)n, p, (int)n, p, (int)n, p);
   }
 }
 

@@ -143,5 +143,11 @@ template <typename... A, kiln_size_t... I> static void kiln_fake_call(void (*f)(
 template <typename... A> static void kiln_fake_apply(void (*f)(A...), void **p) {
   kiln_fake_call(f, p, typename KilnMk<sizeof...(A)>::type());
 }
+// Its parameters' sizes into sizes[]; their count.
+template <typename... A> static int kiln_fake_sizes(void (*)(A...), kiln_size_t *sizes) {
+  kiln_size_t s[] = {sizeof(A)..., 0};
+  for (kiln_size_t i = 0; i < sizeof...(A); i++) sizes[i] = s[i];
+  return (int)sizeof...(A);
+}
 
 #endif
