@@ -140,6 +140,7 @@ int pipe_cuda_sync(Pipe *p, char *err, size_t errlen) {
 
 int pipe_cuda_release(Pipe *p, char *err, size_t errlen) {
   int rc = pipe_cuda_sync(p, err, errlen);
+  if (p->cx) rt_cuda_drop_prefetched(p->cx);   // a batch copied for a step that never came
   p->nkept = 0;
   if (p->cx) forget_unkept(p);
   free(p->kept);
@@ -148,6 +149,14 @@ int pipe_cuda_release(Pipe *p, char *err, size_t errlen) {
   p->mirrors = NULL;
   p->nmirrors = 0;
   return rc;
+}
+
+int pipe_cuda_prefetch(Pipe *p, const RtTensor *t, int n) {
+  void *host[RT_CUDA_MAXAHEAD];
+  size_t bytes[RT_CUDA_MAXAHEAD];
+  if (n > RT_CUDA_MAXAHEAD) n = 0;   // each run copies its own
+  for (int i = 0; i < n; i++) host[i] = t[i].data, bytes[i] = (size_t)rt_tensor_numel(&t[i]) * rt_dtype_size(t[i].dtype);
+  return rt_cuda_prefetch(p->cx, host, bytes, n);
 }
 
 static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
@@ -164,10 +173,10 @@ static int prog_start_cuda(Pipe *p, const Program *pr, const int64_t *D, const R
   for (int i = 0; i < nin; i++) host[i] = ins[i].data, bytes[i] = bytes_of(&ins[i]);
   for (int i = 0; i < nc; i++) host[nin + i] = (void *)s->consts[i]->a.data, bytes[nin + i] = s->consts[i]->a.nbytes;
   for (int i = 0; i < nout; i++) host[nin + nc + i] = outs[i].data, bytes[nin + nc + i] = bytes_of(&outs[i]);
-  CUdeviceptr *kept = p->nkept ? calloc(n ? n : 1, sizeof *kept) : NULL;
-  int rc = 0;
+  CUdeviceptr *kept = p->nkept || p->cx->nahead ? calloc(n ? n : 1, sizeof *kept) : NULL;
   p->cx->err[0] = 0;   // mirror_of may fail before rt_cuda_run_start clears it
-  if (kept) {
+  int rc = kept && rt_cuda_take_prefetched(p->cx, host, bytes, nin, kept) < 0 ? -1 : 0;
+  if (kept && p->nkept) {
     forget_unkept(p);
     int *wrote = calloc(p->nmirrors + n + 1, sizeof *wrote);
     if (!wrote) abort();
@@ -179,8 +188,8 @@ static int prog_start_cuda(Pipe *p, const Program *pr, const int64_t *D, const R
     if (!rc) rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, c->ms != NULL);
     for (int m = 0; m < p->nmirrors && !rc; m++) if (wrote[m]) p->mirrors[m].host_stale = 1;
     free(wrote);
-  } else {
-    rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, NULL, c->ms != NULL);
+  } else if (!rc) {
+    rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, c->ms != NULL);
   }
   if (rc) p->cx->profiling = 0;
   free(kept);

@@ -581,6 +581,11 @@ RtTensor *ev_param_value(Ev *ev, Node *n) {
 }
 
 void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where) {
+  ev_run_program_while(ev, pr, in, out, alloc, where, NULL, NULL);
+}
+
+void ev_run_program_while(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where,
+                          int (*meanwhile)(void *), void *ctx) {
   int nout = pr->g->nout;
   int64_t D[65] = {0}, shape[IR_MAXDIM];
   char err[512];
@@ -595,7 +600,13 @@ void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int 
       ev_fail(ev, where, "out of memory for a result of shape %s", ir_shape_str(ev->c, o->ndim, o->shape, err, sizeof err));
     }
   }
-  int rc = prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi);
+  int rc, also = 0;
+  if (meanwhile && pr->cuda) {
+    if (!(rc = prog_start(&ev->pipe, pr, D, in, out))) also = meanwhile(ctx), rc = prog_wait(&ev->pipe, pr);
+    if (!rc && also) rc = PROG_DEVICE_ERROR;   // its reason in cx->err
+  } else {
+    rc = prog_run(&ev->pipe, pr, D, in, out, ev->via_ffi);
+  }
   if (!rc) return;
   for (int j = 0; alloc && j < nout; j++) rt_tensor_free(&out[j]);
   if (rc == PROG_NO_MEMORY) ev_fail(ev, where, "out of memory: this needs %zu bytes of scratch memory", pr->workspace(D));

@@ -140,6 +140,11 @@ Value ev_eval_expr(Ev *ev, Env *env, AstNode *e);
 // Bind in's sizes, allocate the outputs if alloc (else out[] are given), run;
 // fails at where (freeing what it allocated).
 void ev_run_program(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where);
+// The same; for a program on a GPU, meanwhile(ctx) runs on the host while the
+// device works (a training step queues the next batch's copies). Its failure
+// (non-zero, the reason in the pipe's cx->err) fails the run once it is done.
+void ev_run_program_while(Ev *ev, Program *pr, const RtTensor *in, RtTensor *out, int alloc, Span where,
+                          int (*meanwhile)(void *), void *ctx);
 // The compiled graph for outs in evaluation mode (cached), its inputs in call order.
 Program *ev_program(Ev *ev, Node **outs, int nout, Node ***ins, int *nin, Span where);
 // kiln run --profile: each compiled graph's kernel times (training steps print theirs when they end).

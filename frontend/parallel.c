@@ -267,6 +267,15 @@ static void wait_on(Par *P, Worker *w, Program *pr, Span sp) {
   if (rc) fail_on(P, w, rc, sp);
 }
 
+// Data input i's rows of the batch cols that worker w takes.
+static RtTensor share_of(const Par *P, int i, const RtTensor *cols, const Worker *w) {
+  RtTensor v = as_input(&cols[P->col[i]], P->ins[i]);
+  size_t row_bytes = (size_t)(rt_tensor_numel(&v) / (v.shape[0] ? v.shape[0] : 1)) * rt_dtype_size(v.dtype);
+  v.data = (char *)v.data + row_bytes * w->row;
+  v.shape[0] = w->n;
+  return v;
+}
+
 // The worker's arguments: its rows of each data column, its share, its stream.
 static void grad_args(Par *P, Worker *w, const RtTensor *cols, int64_t n, int64_t seed, int k) {
   *(double *)w->share.data = (double)w->n / (double)n;
@@ -275,12 +284,30 @@ static void grad_args(Par *P, Worker *w, const RtTensor *cols, int64_t n, int64_
     if (P->col[i] == COL_SHARE) { w->in[i] = w->share; continue; }
     if (P->col[i] == COL_SEED) { w->in[i] = w->seed; continue; }
     if (P->col[i] < 0) { w->in[i] = *P->val[i]; continue; }
-    RtTensor v = as_input(&cols[P->col[i]], P->ins[i]);
-    size_t row_bytes = (size_t)(rt_tensor_numel(&v) / (v.shape[0] ? v.shape[0] : 1)) * rt_dtype_size(v.dtype);
-    v.data = (char *)v.data + row_bytes * w->row;
-    v.shape[0] = w->n;
-    w->in[i] = v;
+    w->in[i] = share_of(P, i, cols, w);
   }
+}
+
+// The next batch's shares copied to their GPUs while this step runs, split as
+// this one was (after a balance the split differs, and the next step's runs
+// copy their shares themselves: pipe_cuda_prefetch matches by storage and size).
+static void copy_shares_ahead(Par *P, RtBatcher *b, Span sp) {
+  RtTensor cols[RT_DATA_MAXCOL], in[RT_CUDA_MAXAHEAD];
+  int64_t was_n[PAR_MAX], was_row[PAR_MAX], m = rt_batcher_peek(b, cols);
+  for (int k = 0; k < P->nw; k++) {
+    was_n[k] = P->w[k].n, was_row[k] = P->w[k].row;
+    if (P->w[k].device >= 0) rt_cuda_drop_prefetched(P->w[k].pipe->cx);
+  }
+  if (m < P->nw) return;   // the epoch's end, or a batch too small to split (par_step refuses it)
+  split_rows(P, m);
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    int n = 0;
+    for (int i = 0; w->device >= 0 && w->n && i < P->nin && n < RT_CUDA_MAXAHEAD; i++)
+      if (P->col[i] >= 0) in[n++] = share_of(P, i, cols, w);
+    if (n && pipe_cuda_prefetch(w->pipe, in, n)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
+  }
+  for (int k = 0; k < P->nw; k++) P->w[k].n = was_n[k], P->w[k].row = was_row[k];
 }
 
 // The update's arguments, its gradients from grads.
@@ -365,7 +392,8 @@ static void balance(Par *P) {
   fprintf(stderr, "kiln: measured over the first steps, each batch now splits %s\n", split);
 }
 
-void par_step(Par *P, Step *up, const RtTensor *cols, int64_t n, int64_t seed, int first, Span sp, double *loss) {
+void par_step(Par *P, Step *up, const RtTensor *cols, int64_t n, RtBatcher *b, int64_t seed, int first, Span sp,
+              double *loss) {
   double t0 = now_ms();
   split_rows(P, n);
   // The shares' gradients: the GPUs' queued, then the CPU's run, then the GPUs waited for.
@@ -380,6 +408,7 @@ void par_step(Par *P, Step *up, const RtTensor *cols, int64_t n, int64_t seed, i
       if (w->device >= 0 && rt_cuda_time_end(w->pipe->cx)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
       w->ms = now_ms() - c0;
     }
+  copy_shares_ahead(P, b, sp);
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
     if (!w->n || w->device < 0) continue;

@@ -114,6 +114,12 @@ void pipe_cuda_free(Pipe *p);   // closes the device (programs on it must be fre
 // save or load, the REPL leaving the device) syncs or releases first.
 void pipe_cuda_keep(Pipe *p, RtTensor *t);
 int pipe_cuda_sync(Pipe *p, char *err, size_t errlen);
+// The next batch's n tensors copied to the device while a run is under way
+// (rt_cuda_prefetch: call between prog_start and prog_wait). The next run given
+// an input in the same storage and of the same size reads the copy instead of
+// copying it again (rt_cuda_take_prefetched). pipe_cuda_release forgets it. 0,
+// or -1 with the reason in cx->err.
+int pipe_cuda_prefetch(Pipe *p, const RtTensor *t, int n);
 int pipe_cuda_release(Pipe *p, char *err, size_t errlen);
 // Bind the symbolic dimensions (D[sym]) from the inputs' shapes; checks every
 // input's dtype and shape. 0, or -1 with a message.

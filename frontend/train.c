@@ -326,13 +326,16 @@ static void device_plan(Ev *ev, const Step *st, int64_t batch) {
     const Node *n = st->ins[i];
     if (st->in_col[i] >= 0 && n->ndim && n->shape[0].sym && n->shape[0].k) D[n->shape[0].sym] = batch / n->shape[0].k;
   }
-  size_t ws = st->pr->workspace(D), state = 0, copied = device_bytes(st->pr->g->outs[0], D);   // the loss
-  for (int i = 0; i < st->nin; i++) *(step_state_input(st, i) ? &state : &copied) += device_bytes(st->ins[i], D);
+  size_t ws = st->pr->workspace(D), state = 0, copied = device_bytes(st->pr->g->outs[0], D), data = 0;   // the loss
+  for (int i = 0; i < st->nin; i++)
+    *(step_state_input(st, i) ? &state : st->in_col[i] >= 0 ? &data : &copied) += device_bytes(st->ins[i], D);
   for (int i = 0; i < st->pr->s->nconst; i++) copied += rt_cuda_arg_bytes(st->pr->s->consts[i]->a.nbytes);
   fprintf(stderr, "kiln: CUDA device %d: the training step plans %.1f MiB of device memory at batch %lld: workspace %.1f, "
-          "state kept on the device %.1f (twice that in its first step, whose results go beside it), copied each step "
-          "%.1f; allocated by the first step, none after\n", ev->pipe.device, (ws + 2 * state + copied) / 1048576.0,
-          (long long)batch, ws / 1048576.0, state / 1048576.0, copied / 1048576.0);
+          "state kept on the device %.1f (twice that in its first step, whose results go beside it), the batch %.1f "
+          "(three times: the first step's, then two areas that the next batch is copied to while a step runs), other "
+          "copies %.1f; allocated by the first steps, none after\n",
+          ev->pipe.device, (ws + 2 * state + 3 * data + copied) / 1048576.0, (long long)batch, ws / 1048576.0,
+          state / 1048576.0, data / 1048576.0, copied / 1048576.0);
 }
 
 static volatile sig_atomic_t interrupt_flag;
@@ -353,6 +356,23 @@ typedef struct {
   Par *par;                     // the step split over several devices, or NULL
 } Loop;
 
+// The next batch's copies to the GPU, queued while this step runs there; the
+// next step finds its data on the device (pipe_cuda_prefetch).
+typedef struct { Loop *c; RtBatcher *b; } Ahead;
+
+static int copy_next_batch(void *p) {
+  Ahead *a = p;
+  Step *st = a->c->st;
+  Pipe *pipe = &a->c->ev->pipe;
+  RtTensor cols[RT_DATA_MAXCOL], in[RT_CUDA_MAXAHEAD];
+  int n = 0;
+  rt_cuda_drop_prefetched(pipe->cx);
+  if (rt_batcher_peek(a->b, cols) <= 0) return 0;   // the epoch's last batch
+  for (int i = 0; i < st->nin && n < RT_CUDA_MAXAHEAD; i++)
+    if (st->in_col[i] >= 0) in[n++] = as_input(&cols[st->in_col[i]], st->ins[i]);
+  return pipe_cuda_prefetch(pipe, in, n);
+}
+
 static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, double *loss) {
   Loop *c = l->ctx;
   Step *st = c->st;
@@ -368,11 +388,12 @@ static int train_step(RtLoop *l, const RtTensor *cols, int64_t n, int epoch, dou
   RtTensor *out = c->first ? st->out : st->out_args;
   for (int o = 0; !c->first && o < st->nout; o++) out[o] = st->in_place[o] ? *st->out_dst[o] : st->out[o];
   if (c->par) {
-    par_step(c->par, st, cols, n, seed, c->first, c->s->span, loss);
+    par_step(c->par, st, cols, n, l->batches, seed, c->first, c->s->span, loss);
   } else {
     for (int i = 0; i < st->nin; i++)
       c->in[i] = st->in_col[i] >= 0 ? as_input(&cols[st->in_col[i]], st->ins[i]) : *st->in_val[i];
-    ev_run_program(c->ev, st->pr, c->in, out, c->first, c->s->span);
+    Ahead a = {c, l->batches};
+    ev_run_program_while(c->ev, st->pr, c->in, out, c->first, c->s->span, copy_next_batch, &a);
     *loss = scalar_value(&st->out[0]);
   }
   for (int o = 1; o < st->nout; o++) {   // the next values become the current ones

@@ -114,7 +114,8 @@ int step_stat_updates(Ev *ev, Node **states, int ns, Node **ins, int nin, RtTens
 IrGraph *step_graph(Ev *ev, Span sp, Node **outs, int nout, Node **ins, RtTensor **vals, int *cols, int *nin);
 Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *update);
 // One step over the batch cols (n rows): loss the batch's mean; new values in update's outputs, as a step's.
-void par_step(Par *p, Step *update, const RtTensor *cols, int64_t n, int64_t seed, int first, Span sp, double *loss);
+void par_step(Par *p, Step *update, const RtTensor *cols, int64_t n, RtBatcher *b, int64_t seed, int first, Span sp,
+              double *loss);
 void par_report(Par *p);    // the split and what it gained, on stderr
 void par_free(Par *p);
 

@@ -5,7 +5,8 @@
 // Prefetch is double buffering: batch k lives in buf[k % 2]. When the caller takes batch k
 // the worker starts on k + 1 in the other buffer, which held batch k - 1: the caller gave
 // that up by calling rt_batcher_next again. One job is in flight at most; the caller waits
-// for it before touching perm or handing out its buffer.
+// for it before touching perm or handing out its buffer. Without the thread the
+// buffers alternate too, so that a peek at batch k + 1 leaves batch k alone.
 #include "data.h"
 
 #include <pthread.h>
@@ -227,7 +228,7 @@ static int init(RtBatcher *b, const RtDataset *ds, int64_t batch, const RtDType 
         int64_t shape[RT_MAXDIM];
         memcpy(shape, t->shape, sizeof shape);
         shape[0] = ds->n < batch ? ds->n : batch;
-        for (int s = 0; s < 1 + b->prefetch; s++)
+        for (int s = 0; s < 2; s++)
             if (!(b->buf[s][c] = rt_tensor_new(b->want[c], t->ndim, shape)).data)
                 return -1;
     }
@@ -285,27 +286,45 @@ void rt_batcher_start(RtBatcher *b, int64_t epoch) {
         post(b, 0);
 }
 
-int64_t rt_batcher_next(RtBatcher *b, RtTensor *out) {
-    if (!b || b->next >= b->nbatches)
-        return 0;
-    int64_t k = b->next++;
-    RtTensor *slot = b->buf[0];
-    if (b->prefetch) {
-        wait_idle(b);   // the job posted for batch k
-        slot = b->buf[k % 2];
-        b->ready = -1;
-        if (k + 1 < b->nbatches)
-            post(b, k + 1);
-    } else {
-        assemble(b, k, slot);
-    }
+// Views of batch k's buffer in out; its size.
+static int64_t hand_out(const RtBatcher *b, int64_t k, RtTensor *out) {
     int64_t m = batch_size(b, k);
     for (int c = 0; c < b->ds.ncol; c++) {
-        out[c] = slot[c];
+        out[c] = b->buf[k % 2][c];
         out[c].shape[0] = m;
         out[c].owns = 0;
     }
     return m;
+}
+
+int64_t rt_batcher_next(RtBatcher *b, RtTensor *out) {
+    if (!b || b->next >= b->nbatches)
+        return 0;
+    int64_t k = b->next++;
+    if (b->prefetch) {
+        wait_idle(b);   // the job posted for batch k
+        b->ready = -1;
+        if (k + 1 < b->nbatches)
+            post(b, k + 1);
+    } else {
+        if (b->ready != k)   // not peeked at
+            assemble(b, k, b->buf[k % 2]);
+        b->ready = -1;
+    }
+    return hand_out(b, k, out);
+}
+
+int64_t rt_batcher_peek(RtBatcher *b, RtTensor *out) {
+    if (!b || b->next >= b->nbatches)
+        return 0;
+    int64_t k = b->next;
+    if (b->prefetch) {
+        wait_idle(b);   // rt_batcher_next posted it
+    } else if (b->ready != k) {
+        assemble(b, k, b->buf[k % 2]);
+        b->ready = k;
+    }
+    return hand_out(b, k, out);
 }
 
 void rt_batcher_free(RtBatcher *b) {

@@ -72,6 +72,7 @@ typedef struct _nvrtcProgram *nvrtcProgram;
   X(CUresult, cuStreamCreate, "cuStreamCreate", (CUstream *s, unsigned flags)) \
   X(CUresult, cuStreamDestroy, "cuStreamDestroy_v2", (CUstream s)) \
   X(CUresult, cuStreamSynchronize, "cuStreamSynchronize", (CUstream s)) \
+  X(CUresult, cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream s, CUevent e, unsigned flags)) \
   X(CUresult, cuEventCreate, "cuEventCreate", (CUevent *e, unsigned flags)) \
   X(CUresult, cuEventRecord, "cuEventRecord", (CUevent e, CUstream s)) \
   X(CUresult, cuEventSynchronize, "cuEventSynchronize", (CUevent e)) \
@@ -212,6 +213,11 @@ typedef struct { CUdeviceptr base; size_t cap; } RtCudaArena;
 // A run's copy out, waiting in pinned memory for rt_cuda_run_wait.
 typedef struct { void *host; size_t off, bytes; } RtCudaPending;
 
+#define RT_CUDA_MAXAHEAD 8   // buffers in a batch copied ahead
+// An area the next batch is copied to while a step runs (rt_cuda_prefetch): its
+// device memory, its pinned staging, and the event its copies end with.
+typedef struct { RtCudaArena dev; char *pin; size_t pin_cap; CUevent copied; } RtCudaAhead;
+
 // The device a program runs on, and what its generated host function needs: the
 // kernels of the program running now (fns, block: set by the caller before each
 // run, one per launch step), the stream, the arenas, the first error.
@@ -232,6 +238,11 @@ typedef struct {
   CUevent *marks; int nmarks; // with profiling: an event before each launch step, and one after the last
   int profiling;              // rt_cuda_mark records events
   CUevent span[2];             // rt_cuda_time_begin and _end: a stretch of the stream, timed
+  CUstream copy;               // rt_cuda_prefetch's copies (made at its first call)
+  RtCudaAhead ahead[2];        // they alternate: a step reads one while the next batch goes to the other
+  int ahead_last;              // the one the last rt_cuda_prefetch filled
+  int nahead;                  // what it copied, until a run takes it: the host buffers and their copies
+  const void *ahead_host[RT_CUDA_MAXAHEAD]; size_t ahead_bytes[RT_CUDA_MAXAHEAD]; CUdeviceptr ahead_dev[RT_CUDA_MAXAHEAD];
   char err[512];               // the first failure, "" if none; the caller clears it
 } RtCudaExec;
 
@@ -317,6 +328,21 @@ int rt_cuda_run_wait(RtCudaExec *x, const RtCudaProg *g, double *step_ms);
 int rt_cuda_time_begin(RtCudaExec *x);
 int rt_cuda_time_end(RtCudaExec *x);
 double rt_cuda_time_ms(RtCudaExec *x);
+// The next batch copied while the current step runs. prefetch stages the n
+// (at most RT_CUDA_MAXAHEAD) buffers host[i], bytes[i] each, in pinned memory
+// and queues their copies on a stream of x's own, into one of two areas that
+// alternate, and returns. Call it between a run's start and its wait: the area
+// it fills was last read by the run before, which that wait finished (starts and
+// waits alternate, as the arguments' arena needs). 0 or -1.
+// The next run's caller passes its inputs to take_prefetched before starting
+// it: those with a buffer's storage and size get the copy's device address in
+// resident[] (to pass to rt_cuda_run_start), and x's stream waits for the copies
+// by an event. The count, or -1. When it is not 0 the copy is used up; else it
+// waits for a later run (a several-device step's update reads no batch) until
+// the next prefetch or drop_prefetched. The caller keeps the buffers' contents until then.
+int rt_cuda_prefetch(RtCudaExec *x, void *const *host, const size_t *bytes, int n);
+int rt_cuda_take_prefetched(RtCudaExec *x, void *const *host, const size_t *bytes, int nin, CUdeviceptr *resident);
+void rt_cuda_drop_prefetched(RtCudaExec *x);
 // Sets bytes of device memory to zero on x's stream. 0 or -1.
 int rt_cuda_zero(RtCudaExec *x, CUdeviceptr p, size_t bytes);
 // An allocation of its own (a tensor kept on the device), 0 on failure (x->err); and its release.

@@ -89,6 +89,16 @@ void rt_cuda_exec_close(RtCudaExec *x) {
   x->nmarks = 0;
   arena_free(x, &x->ws);
   arena_free(x, &x->args);
+  if (x->copy) x->cu->cuStreamSynchronize(x->copy);
+  for (int i = 0; i < 2; i++) {
+    RtCudaAhead *a = &x->ahead[i];
+    arena_free(x, &a->dev);
+    if (a->pin) x->cu->cuMemFreeHost(a->pin);
+    if (a->copied) x->cu->cuEventDestroy(a->copied);
+    *a = (RtCudaAhead){0};
+  }
+  if (x->copy) x->cu->cuStreamDestroy(x->copy);
+  x->copy = NULL;
   if (x->pinned) x->cu->cuMemFreeHost(x->pinned);
   x->pinned = NULL;
   x->pinned_cap = 0;
@@ -104,7 +114,7 @@ void rt_cuda_exec_close(RtCudaExec *x) {
 // size settles) once the stream has finished with the old one. 0 on failure.
 static CUdeviceptr arena(RtCudaExec *x, RtCudaArena *a, size_t bytes, const char *what) {
   if (bytes <= a->cap) return a->base;
-  CUresult r = x->cu->cuStreamSynchronize(x->stream);
+  CUresult r = a->base ? x->cu->cuStreamSynchronize(x->stream) : 0;
   if (r) return failed(x, r, "cuStreamSynchronize"), 0;
   arena_free(x, a);
   size_t want = bytes + bytes / 4;
@@ -197,6 +207,64 @@ int rt_cuda_sync(RtCudaExec *x) {
   CUresult r = x->cu->cuStreamSynchronize(x->stream);
   return r ? failed(x, r, "cuStreamSynchronize") : 0;
 }
+
+// Page-locked staging of at least `bytes` in *buf (of *cap bytes; grown by a
+// quarter more, so a growing size settles), NULL if the host cannot lock that
+// much: the copies then go from the caller's memory, correct but synchronous.
+static char *pinned(RtCudaExec *x, char **buf, size_t *cap, size_t bytes) {
+  if (bytes <= *cap) return *buf;
+  if (*buf) x->cu->cuMemFreeHost(*buf);
+  *buf = NULL;
+  *cap = 0;
+  size_t want = (bytes + bytes / 4 + 4095) & ~(size_t)4095;
+  void *p = NULL;
+  if (x->cu->cuMemAllocHost(&p, want)) return NULL;
+  *cap = want;
+  return *buf = p;
+}
+
+int rt_cuda_prefetch(RtCudaExec *x, void *const *host, const size_t *bytes, int n) {
+  x->nahead = 0;
+  if (n > RT_CUDA_MAXAHEAD) return 0;   // each run copies its own
+  if (rt_cuda_use(x)) return -1;
+  CUresult r;
+  if (!x->copy && (r = x->cu->cuStreamCreate(&x->copy, 0))) return x->copy = NULL, failed(x, r, "cuStreamCreate");
+  size_t total = 0, off = 0;
+  for (int i = 0; i < n; i++) total += rt_cuda_arg_bytes(bytes[i]);
+  for (int k = 0; k < 2; k++) {   // both areas at once, so that the next call allocates nothing
+    RtCudaAhead *a = &x->ahead[k];
+    if (!a->copied && (r = x->cu->cuEventCreate(&a->copied, 0))) return a->copied = NULL, failed(x, r, "cuEventCreate");
+    if (!arena(x, &a->dev, total, "next batch")) return -1;
+    pinned(x, &a->pin, &a->pin_cap, total);
+  }
+  RtCudaAhead *a = &x->ahead[x->ahead_last ^= 1];
+  CUdeviceptr base = a->dev.base;
+  char *pin = a->pin_cap >= total ? a->pin : NULL;
+  for (int i = 0; i < n; off += rt_cuda_arg_bytes(bytes[i]), i++) {
+    const void *src = pin && bytes[i] ? memcpy(pin + off, host[i], bytes[i]) : host[i];
+    if ((r = x->cu->cuMemcpyHtoDAsync(base + off, src, bytes[i], x->copy))) return failed(x, r, "cuMemcpyHtoDAsync of %zu bytes", bytes[i]);
+    x->ahead_host[i] = host[i];
+    x->ahead_bytes[i] = bytes[i];
+    x->ahead_dev[i] = base + off;
+  }
+  if ((r = x->cu->cuEventRecord(a->copied, x->copy))) return failed(x, r, "cuEventRecord");
+  x->nahead = n;
+  return 0;
+}
+
+int rt_cuda_take_prefetched(RtCudaExec *x, void *const *host, const size_t *bytes, int nin, CUdeviceptr *resident) {
+  int hit = 0;
+  for (int i = 0; i < nin; i++)
+    for (int j = 0; j < x->nahead; j++)
+      if (bytes[i] && host[i] == x->ahead_host[j] && bytes[i] == x->ahead_bytes[j]) resident[i] = x->ahead_dev[j], hit++;
+  if (!hit) return 0;
+  x->nahead = 0;
+  if (rt_cuda_use(x)) return -1;
+  CUresult r = x->cu->cuStreamWaitEvent(x->stream, x->ahead[x->ahead_last].copied, 0);
+  return r ? failed(x, r, "cuStreamWaitEvent") : hit;
+}
+
+void rt_cuda_drop_prefetched(RtCudaExec *x) { x->nahead = 0; }
 
 int rt_cuda_zero(RtCudaExec *x, CUdeviceptr p, size_t bytes) {
   if (rt_cuda_use(x)) return -1;
@@ -323,21 +391,6 @@ void rt_cuda_prog_free(RtCudaExec *x, RtCudaProg *g) {
 
 size_t rt_cuda_arg_bytes(size_t bytes) { return ((bytes ? bytes : 1) + 255) & ~(size_t)255; }
 
-// Pinned staging of `bytes`, NULL if the host cannot lock that much (the copies
-// then go from pageable memory, correct but synchronous).
-static char *pinned(RtCudaExec *x, size_t bytes) {
-  if (bytes <= x->pinned_cap) return x->pinned;
-  if (x->pinned) x->cu->cuMemFreeHost(x->pinned);
-  x->pinned = NULL;
-  x->pinned_cap = 0;
-  size_t want = (bytes + bytes / 4 + 4095) & ~(size_t)4095;
-  void *p = NULL;
-  if (x->cu->cuMemAllocHost(&p, want)) return NULL;
-  x->pinned = p;
-  x->pinned_cap = want;
-  return x->pinned;
-}
-
 static void pend(RtCudaExec *x, void *host, size_t off, size_t bytes) {
   if (x->npend == x->pend_cap) {
     x->pend_cap = x->pend_cap ? 2 * x->pend_cap : 16;
@@ -369,7 +422,7 @@ int rt_cuda_run_start(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void
   x->nfns = g->nsteps;
   x->profiling = profile;
   CUdeviceptr base = rt_cuda_args(x, total);
-  char *pin = base ? pinned(x, total) : NULL;   // laid out as the arguments' arena
+  char *pin = base ? pinned(x, &x->pinned, &x->pinned_cap, total) : NULL;   // laid out as the arguments' arena
   int rc = base ? 0 : -1;
 #define KEPT(i) (resident && resident[i])
   for (int i = 0; i < n; i++) dev[i] = KEPT(i) ? resident[i] : dev[i] + base;

@@ -113,6 +113,11 @@ void rt_batcher_start(RtBatcher *b, int64_t epoch);
 // that the batcher owns (valid until the next rt_batcher_next, _start or _free; do not free
 // them), and returns m; 0 when the epoch is over.
 int64_t rt_batcher_next(RtBatcher *b, RtTensor *out);
+// The batch rt_batcher_next will hand out next, without moving on: the same tensors
+// (and storage) it will give, valid until the call after that next one; 0 at the
+// epoch's end. The batch in use stays valid. A trainer copies the next batch to a
+// GPU with it while the current one trains.
+int64_t rt_batcher_peek(RtBatcher *b, RtTensor *out);
 void rt_batcher_free(RtBatcher *b);   // NULL is a no-op
 
 #endif

@@ -11,6 +11,10 @@
 #include <string.h>
 
 typedef struct { char *name; RtTensor t; } Named;
+// A session tensor kept on the device while the training step runs there: its
+// copy (cur) and the step's next values beside it (next; 0 while the step has
+// written none there, or updates it in place). The host's copy is stale until sync_host.
+typedef struct { Named *n; CUdeviceptr cur, next; size_t bytes; } Twin;
 
 struct RtSession {
   const RtModel *m;
@@ -24,6 +28,9 @@ struct RtSession {
   RtCuda cu;                   // rt_session_device: the driver, the device, each graph loaded there
   RtCudaExec *cx;
   struct { const RtGraph *g; RtCudaProg p; } dev[3];
+  Twin *twins; int ntwins;     // the training step's state on the device
+  int host_stale;              // a step wrote the twins since the host's copies were brought back
+  RtBatcher *ahead;            // rt_session_copy_ahead: its next batch copied while a step runs
 };
 
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -122,6 +129,65 @@ static RtTensor *state_of(RtSession *s, const RtArg *a) {
   return &add(s, a->name, t)->t;
 }
 
+// ---- the training step's state on the device ----
+static Twin *twin_of(RtSession *s, Named *n, char *err, size_t errlen) {
+  for (int i = 0; i < s->ntwins; i++) if (s->twins[i].n == n) return &s->twins[i];
+  size_t bytes = rt_tensor_nbytes(&n->t);
+  CUdeviceptr d = rt_cuda_alloc(s->cx, bytes);
+  if (!d || rt_cuda_upload(s->cx, d, n->t.data, bytes)) {
+    rt_cuda_free(s->cx, d);
+    return fail(err, errlen, "%s", s->cx->err), NULL;
+  }
+  Twin *t = realloc(s->twins, sizeof *t * (s->ntwins + 1));
+  if (!t) abort();
+  s->twins = t;
+  t[s->ntwins] = (Twin){n, d, 0, bytes};
+  return &t[s->ntwins++];
+}
+
+// The host's copies current again (before anything reads or replaces them).
+static int sync_host(RtSession *s, char *err, size_t errlen) {
+  if (!s->host_stale) return 0;
+  int rc = 0;
+  for (int i = 0; i < s->ntwins && !rc; i++) rc = rt_cuda_download(s->cx, s->twins[i].n->t.data, s->twins[i].cur, s->twins[i].bytes);
+  if (rc || rt_cuda_sync(s->cx)) return fail(err, errlen, "%s", s->cx->err);
+  s->host_stale = 0;
+  return 0;
+}
+
+static void drop_twins(RtSession *s) {
+  for (int i = 0; i < s->ntwins; i++) {
+    rt_cuda_free(s->cx, s->twins[i].cur);
+    rt_cuda_free(s->cx, s->twins[i].next);
+  }
+  free(s->twins);
+  s->twins = NULL;
+  s->ntwins = 0;
+  s->host_stale = 0;
+}
+
+// The step's arguments kept on the device: each state input's twin, each
+// output's (the twin's next buffer, or its copy for one updated in place).
+static CUdeviceptr *step_twins(RtSession *s, const RtGraph *g, char *err, size_t errlen) {
+  int n = g->nin + g->nconst + g->nout;
+  CUdeviceptr *kept = calloc(n + 1, sizeof *kept);
+  if (!kept) abort();
+  for (int i = 0; i < n; i++) {
+    int o = i - g->nin - g->nconst;
+    const char *name = i < g->nin && g->ins[i].role == RT_ARG_TENSOR ? g->ins[i].name : o > 0 ? g->outs[o].name : NULL;
+    Named *nm = name ? find(s, name) : NULL;
+    Twin *t = nm ? twin_of(s, nm, err, errlen) : NULL;
+    if (name && (!t || (o > 0 && g->outs[o].role != RT_ARG_IN_PLACE && !t->next && !(t->next = rt_cuda_alloc(s->cx, t->bytes))))) {
+      if (!nm) fail(err, errlen, "internal: the step writes '%s', which the session lacks", name);
+      else if (t) fail(err, errlen, "%s", s->cx->err);
+      free(kept);
+      return NULL;
+    }
+    if (t) kept[i] = o > 0 && g->outs[o].role != RT_ARG_IN_PLACE ? t->next : t->cur;
+  }
+  return kept;
+}
+
 RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errlen) {
   RtSession *s = calloc(1, sizeof *s);
   if (!s) return fail(err, errlen, "out of memory"), NULL;
@@ -143,6 +209,7 @@ RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errle
 
 void rt_session_free(RtSession *s) {
   if (!s) return;
+  drop_twins(s);
   if (s->cx) {
     for (int i = 0; i < 3; i++) if (s->dev[i].g) rt_cuda_prog_free(s->cx, &s->dev[i].p);
     rt_cuda_exec_close(s->cx);
@@ -176,6 +243,10 @@ int64_t rt_session_steps(const RtSession *s) { return s->step; }
 int rt_session_threads(const RtSession *s) { return rt_threads(s->rt); }
 int rt_session_epoch(const RtSession *s) { return s->epoch; }
 void rt_session_set_epoch(RtSession *s, int epoch) { s->epoch = epoch; }
+void rt_session_copy_ahead(RtSession *s, RtBatcher *b) {
+  s->ahead = b;
+  if (s->cx) rt_cuda_drop_prefetched(s->cx);
+}
 
 // ---- weights ----
 static int same_shape(const RtTensor *a, const RtTensor *b) {
@@ -219,6 +290,8 @@ static int load_file(RtSession *s, RtTensorFile *f, const char *path, char *err,
 
 int rt_session_load(RtSession *s, const char *path, char *err, size_t errlen) {
   RtTensorFile f;
+  if (sync_host(s, err, errlen)) return -1;   // what the file lacks stays as trained
+  drop_twins(s);
   if (rt_safetensors_load(path, &f, err, errlen)) return -1;
   int rc = load_file(s, &f, path, err, errlen);
   rt_tensorfile_free(&f);
@@ -228,6 +301,8 @@ int rt_session_load(RtSession *s, const char *path, char *err, size_t errlen) {
 int rt_session_load_embedded(RtSession *s, char *err, size_t errlen) {
   const RtModel *m = s->m;
   if (!m->weights) return fail(err, errlen, "%s embeds no weights (build it with --embed-weights FILE)", m->name);
+  if (sync_host(s, err, errlen)) return -1;
+  drop_twins(s);
   RtTensorFile f;
   if (rt_safetensors_load_mem(m->weights, (size_t)(m->weights_end - m->weights), "the embedded weights", &f, err, errlen)) return -1;
   int rc = load_file(s, &f, "the embedded weights", err, errlen);
@@ -237,6 +312,7 @@ int rt_session_load_embedded(RtSession *s, char *err, size_t errlen) {
 
 // Parameters, then optimizer state, with `kiln run`'s names and metadata.
 int rt_session_save(RtSession *s, const char *path, char *err, size_t errlen) {
+  if (sync_host(s, err, errlen)) return -1;
   RtNamedTensor *ts = calloc(s->nts + 1, sizeof *ts);
   if (!ts) return fail(err, errlen, "out of memory");
   int n = 0;
@@ -327,24 +403,52 @@ static RtCudaProg *device_prog(RtSession *s, const RtGraph *g, char *err, size_t
   return &s->dev[i].p;
 }
 
-static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
+static int as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTensor *v, char *err, size_t errlen);
+
+// The training step's next batch, copied to the device while the step runs.
+static int copy_ahead(RtSession *s, const RtGraph *g, char *err, size_t errlen) {
+  RtTensor cols[RT_DATA_MAXCOL], v;
+  void *host[RT_CUDA_MAXAHEAD];
+  size_t bytes[RT_CUDA_MAXAHEAD];
+  int n = 0;
+  rt_cuda_drop_prefetched(s->cx);
+  if (rt_batcher_peek(s->ahead, cols) <= 0) return 0;   // the epoch's last batch
+  for (int i = 0; i < g->nin && n < RT_CUDA_MAXAHEAD; i++) {
+    if (g->ins[i].role != RT_ARG_DATA) continue;
+    if (as_input(s->m, &cols[g->ins[i].col], &g->ins[i], &v, NULL, 0)) return 0;   // the next step says so
+    host[n] = v.data, bytes[n++] = rt_tensor_nbytes(&v);
+  }
+  return rt_cuda_prefetch(s->cx, host, bytes, n) ? fail(err, errlen, "%s", s->cx->err) : 0;
+}
+
+// kept: NULL, or per argument a device address that holds it (rt_cuda_run's resident).
+static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out,
+                    const CUdeviceptr *kept, char *err, size_t errlen) {
   RtCudaProg *p = device_prog(s, g, err, errlen);
   if (!p) return -1;
   int n = g->nin + g->nconst + g->nout;
   void **host = malloc(sizeof *host * (n ? n : 1));
   size_t *bytes = malloc(sizeof *bytes * (n ? n : 1));
-  if (!host || !bytes) abort();
+  CUdeviceptr *resident = calloc(n ? n : 1, sizeof *resident);
+  if (!host || !bytes || !resident) abort();
   for (int i = 0; i < g->nin; i++) host[i] = in[i]->data, bytes[i] = rt_tensor_nbytes(in[i]);
   for (int i = 0; i < g->nconst; i++) host[g->nin + i] = (void *)g->consts[i], bytes[g->nin + i] = g->cuda->const_bytes[i];
   for (int i = 0; i < g->nout; i++) host[g->nin + g->nconst + i] = out[i].data, bytes[g->nin + g->nconst + i] = rt_tensor_nbytes(&out[i]);
-  int rc = rt_cuda_run(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, NULL, NULL);
+  for (int i = 0; kept && i < n; i++) resident[i] = kept[i];
+  s->cx->err[0] = 0;
+  int rc = rt_cuda_take_prefetched(s->cx, host, bytes, g->nin, resident) < 0 ||
+           rt_cuda_run_start(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, resident, 0);
+  char why[512] = "";
+  if (!rc && s->ahead && g == s->m->step) copy_ahead(s, g, why, sizeof why);
+  rc = rc || rt_cuda_run_wait(s->cx, p, NULL);
   free(host);
   free(bytes);
-  return rc ? fail(err, errlen, "%s", s->cx->err) : 0;
+  free(resident);
+  return rc ? fail(err, errlen, "%s", s->cx->err) : why[0] ? fail(err, errlen, "%s", why) : 0;
 }
 
 static int run(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
-  if (s->cx) return run_cuda(s, g, D, in, out, err, errlen);
+  if (s->cx) return run_cuda(s, g, D, in, out, NULL, err, errlen);
   int n = 2 + g->nin + g->nconst + g->nout;
   void **args = malloc(sizeof(void *) * n);
   if (!args) return fail(err, errlen, "out of memory");
@@ -428,7 +532,7 @@ int rt_session_output_shape(RtSession *s, const RtTensor *ins, RtTensor *out, ch
 int rt_session_forward(RtSession *s, const RtTensor *ins, RtTensor *out, char *err, size_t errlen) {
   const RtGraph *g = s->m->predict;
   RtTensor want;
-  if (rt_session_output_shape(s, ins, &want, err, errlen)) return -1;
+  if (rt_session_output_shape(s, ins, &want, err, errlen) || sync_host(s, err, errlen)) return -1;
   if (!same_shape(&want, out)) {
     char ws[128], hs[128];
     tensor_str(&want, ws, sizeof ws);
@@ -478,10 +582,19 @@ int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double 
       if (i == 3) *(int64_t *)s->scalars[i].data = (int64_t)(m->seed << 32) + s->step;
       else *(double *)s->scalars[i].data = i == 0 ? lr : 1 / (1 - pow(i == 1 ? m->beta1 : m->beta2, step));
     }
-  rc = run(s, g, D, in, s->next, err, errlen);
-  if (rc) goto done;
+  if (s->cx) {   // the state stays on the device, its next values beside it
+    CUdeviceptr *kept = step_twins(s, g, err, errlen);
+    rc = !kept || run_cuda(s, g, D, in, s->next, kept, err, errlen);
+    free(kept);
+    if (rc) goto done;
+    s->host_stale = 1;
+    for (int i = 0; i < s->ntwins; i++)
+      if (s->twins[i].next) { CUdeviceptr t = s->twins[i].cur; s->twins[i].cur = s->twins[i].next; s->twins[i].next = t; }
+  } else if ((rc = run(s, g, D, in, s->next, err, errlen))) {
+    goto done;
+  }
   // The next values become the current ones: swap the buffers.
-  for (int o = 1; o < g->nout; o++) {
+  for (int o = 1; !s->cx && o < g->nout; o++) {
     if (g->outs[o].role == RT_ARG_IN_PLACE) continue;
     Named *n = find(s, g->outs[o].name);
     if (!n) { rc = fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
@@ -544,6 +657,7 @@ static int eval_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
 int rt_session_evaluate(RtSession *s, const RtDataset *ds, int64_t limit, double *vals, char *err, size_t errlen) {
   const RtGraph *g = s->m->eval;
   if (!g) return fail(err, errlen, "%s has no evaluate statement", s->m->name);
+  if (sync_host(s, err, errlen)) return -1;
   RtDType want[RT_DATA_MAXCOL];
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
   for (int i = 0; i < g->nin; i++) {

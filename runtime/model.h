@@ -161,8 +161,15 @@ int rt_session_save(RtSession *s, const char *path, char *err, size_t errlen);
 int rt_session_output_shape(RtSession *s, const RtTensor *ins, RtTensor *out, char *err, size_t errlen);
 int rt_session_forward(RtSession *s, const RtTensor *ins, RtTensor *out, char *err, size_t errlen);
 // One training step on a batch (cols: the data columns); lr < 0: the schedule's rate.
+// On a device (rt_session_device) the parameters and optimizer state stay there
+// between steps; the session brings them back when something reads or replaces
+// them (save, forward, evaluate, load).
 int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err,
                           size_t errlen);
+// On a device: while a training step runs, the session copies the next batch of
+// b (rt_batcher_peek) there, for the next step to find. b must be the batcher the
+// steps' batches come from; NULL stops it (before b is freed).
+void rt_session_copy_ahead(RtSession *s, RtBatcher *b);
 int64_t rt_session_steps(const RtSession *s);   // optimizer steps taken
 int rt_session_threads(const RtSession *s);     // its pool's threads (rt_threads)
 int rt_session_epoch(const RtSession *s);        // epochs completed (saved in checkpoints)

@@ -276,7 +276,9 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
   sa.sa_handler = on_sigint;
   sa.sa_flags = SA_RESETHAND;   // a second Ctrl-C ends the process at once
   sigaction(SIGINT, &sa, &old);
+  rt_session_copy_ahead(s, b);   // on a GPU, the next batch goes there while a step runs
   rc = rt_train_loop(&l);
+  rt_session_copy_ahead(s, NULL);
   sigaction(SIGINT, &old, NULL);
   rt_progress_finish(l.progress, rc == 1);
   rt_progress_free(l.progress);

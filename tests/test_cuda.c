@@ -1,7 +1,8 @@
 // The CUDA pieces that need no GPU: the loaders' failure messages (with the real
 // missing libcuda, the toolkit's stub, and KILN_LIBCUDA / KILN_NVRTC / KILN_CUBLAS
 // pointed at nothing), the toolkit's cuBLAS resolved, --device parsing, and NVRTC itself: CUBINs for sm_80 and sm_90, PTX for
-// an architecture newer than NVRTC, the disk cache, the log with the source line.
+// an architecture newer than NVRTC, the disk cache, the log with the source line; and the
+// next batch's copy stream (rt_cuda_prefetch) on the fake driver built beside this program.
 // NVRTC must load: a machine without it fails here, loudly, rather than skipping.
 //
 //   test_cuda                         the checks
@@ -13,6 +14,7 @@
 #include "compiler/nvrtc.h"
 #include "check.h"
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -172,12 +174,61 @@ static int compile_file(int argc, char **argv) {
   return rc;
 }
 
+// The next batch's copies on their own stream (rt_cuda_prefetch), on the fake
+// driver, whose streams run work only when something waits for it: once a run's
+// inputs take the copy (rt_cuda_take_prefetched), the step's stream sees the
+// batch; before, not yet.
+static void prefetch_checks(void) {
+  char fake[4096];   // beside this program in the build
+  ssize_t n = readlink("/proc/self/exe", fake, sizeof fake - 40);
+  char *slash = n > 0 ? memrchr(fake, '/', (size_t)n) : NULL;
+  if (!slash) return;
+  strcpy(slash, "/libkiln_fakecuda.so");
+  check(access(fake, R_OK) == 0, "the fake driver is built beside test_cuda: %s", fake);
+  setenv("KILN_LIBCUDA", fake, 1);
+  RtCuda cu = {0};
+  RtCudaExec x;
+  char err[512];
+  int ok = !rt_cuda_exec_open(&x, &cu, 0, err, sizeof err);
+  check(ok, "the fake driver opens: %s", ok ? "ok" : err);
+  if (!ok) { unsetenv("KILN_LIBCUDA"); return; }
+  float a[64], b[16], got[64], got_b[16], other[16];
+  for (int i = 0; i < 64; i++) a[i] = (float)i;
+  for (int i = 0; i < 16; i++) b[i] = -(float)i;
+  void *host[2] = {a, b}, *run_in[3] = {other, b, a};
+  size_t bytes[2] = {sizeof a, sizeof b}, run_bytes[3] = {sizeof other, sizeof b, sizeof a};
+  CUdeviceptr dev[3] = {0}, dev2[3] = {0};
+  ok = !rt_cuda_prefetch(&x, host, bytes, 2) && rt_cuda_take_prefetched(&x, run_in, run_bytes, 3, dev) == 2 && !dev[0] &&
+       dev[1] - dev[2] == 256 && x.nahead == 0 && !rt_cuda_download(&x, got, dev[2], sizeof got) &&
+       !rt_cuda_download(&x, got_b, dev[1], sizeof got_b) && !rt_cuda_sync(&x) && !memcmp(got, a, sizeof a) &&
+       !memcmp(got_b, b, sizeof b);
+  check(ok, "a prefetched batch, taken by a run's inputs (by storage and size), is on the device for its stream: %s", x.err);
+  a[0] = 100;
+  size_t wrong[3] = {sizeof other, sizeof b - 4, sizeof a - 4};
+  ok = !rt_cuda_prefetch(&x, host, bytes, 2) && rt_cuda_take_prefetched(&x, run_in, wrong, 3, dev2) == 0 && x.nahead == 2 &&
+       !dev2[1] && !dev2[2] && x.ahead_dev[0] != dev[2] &&   // the other area
+       !rt_cuda_download(&x, got, x.ahead_dev[0], sizeof got) && !rt_cuda_sync(&x);
+  uint32_t bits;
+  memcpy(&bits, got, 4);
+  check(ok && bits == 0xFFFFFFFFu, "not taken (other sizes), it stays for a later run, and is not there for the step's "
+        "stream (the fake driver's late streams; got %g)", got[0]);
+  ok = rt_cuda_take_prefetched(&x, run_in, run_bytes, 3, dev2) == 2 && !rt_cuda_download(&x, got, dev2[2], sizeof got) &&
+       !rt_cuda_sync(&x) && got[0] == 100 && !rt_cuda_download(&x, got, dev[2], sizeof got) && !rt_cuda_sync(&x) && got[0] == 0;
+  check(ok, "then taken: the new batch in the other area, the last one untouched: %s", x.err);
+  ok = !rt_cuda_prefetch(&x, host, bytes, 2) && (rt_cuda_drop_prefetched(&x), rt_cuda_take_prefetched(&x, run_in, run_bytes, 3, dev2) == 0);
+  check(ok, "a dropped copy is taken by no run");
+  rt_cuda_exec_close(&x);
+  rt_cuda_close(&cu);
+  unsetenv("KILN_LIBCUDA");
+}
+
 int main(int argc, char **argv) {
   if (argc > 3 && !strcmp(argv[1], "--compile")) return compile_file(argc, argv);
   char dir[] = "/tmp/kiln_test_cuda_XXXXXX";
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   loader_checks();
   nvrtc_checks(dir);
+  prefetch_checks();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) fprintf(stderr, "test_cuda: could not remove %s\n", dir);

@@ -175,11 +175,13 @@ def training(T, tmp):
         with open(path, "w") as f:
             f.write(re.sub(r'(?m)^save .*$', '', src) + 'save "%s"\n' % os.path.join(tmp, model + "-end.safetensors"))
         got = {}
+        copies = os.path.join(tmp, "%s-copies.log" % model)
         for dev in ["cpu", "cuda"]:
             log = os.path.join(tmp, "%s-%s.csv" % (model, dev))
             ck = os.path.join(tmp, "%s-%s.safetensors" % (model, dev))
             p = run(["run", path, "--epochs", "1", "--max-steps", str(steps), "--checkpoint", ck,
-                     "--eval-examples", "500", "--progress", "lines", "--device", dev, "--log", log])
+                     "--eval-examples", "500", "--progress", "lines", "--device", dev, "--log", log],
+                    env={"KILN_FAKE_CUDA_LOG": copies})
             acc = [l for l in p.stdout.split("\n") if l.startswith("accuracy:")]
             if dev == "cuda" and p.returncode == 0:   # the epoch's checkpoint, saved while the state was on the device
                 mid, end = load_st(ck), load_st(os.path.join(tmp, model + "-end.safetensors"))
@@ -197,10 +199,34 @@ def training(T, tmp):
         T.check("%s: every step's loss as on the CPU (rtol 1e-4)" % model, close,
                 "cpu %s\ncuda %s" % (l0[:6], l1[:6]))
         T.check("%s: the same accuracy (%s)" % (model, a1[0] if a1 else "none"), ok and a0 == a1 and a0, "%s %s" % (a0, a1))
+        if not REAL:
+            batch = int(re.search(r"batch=(\d+)", src).group(1))
+            own, ahead = batch_copies(copies, 784 * 4, batch, 1)
+            T.check("%s: each batch after the first went to the device on a copy stream while the step before ran "
+                    "(%d there, %d with their step)" % (model, ahead, own), ok and own == 1 and ahead >= 2 * (steps - 1))
         T.check("%s: the step's planned device memory, said before the first step" % model,
                 re.search(r"CUDA device 0: the training step plans [\d.]+ MiB of device memory at batch \d+: workspace [\d.]+, "
                           r"state kept on the device", err)
                 is not None, err[-600:])
+
+
+# The examples' parameters whose size is a whole number of image rows (logreg's W).
+NOT_ROWS = (784 * 10 * 4,)
+
+
+def batch_copies(log, row_bytes, batch, streams):
+    """From the fake driver's log (KILN_FAKE_CUDA_LOG): the copies to the device
+    of a batch's images (or a share of one: a whole number of rows, at most a
+    batch), on the devices' own streams (the first `streams` made) and on others
+    (the next batch's copy streams, which carry nothing else)."""
+    own = ahead = 0
+    for line in open(log) if os.path.exists(log) else []:
+        _, sid, n = line.split()
+        if int(sid) >= streams:
+            ahead += 1
+        elif int(n) % row_bytes == 0 and 0 < int(n) <= batch * row_bytes and int(n) not in NOT_ROWS:
+            own += 1
+    return own, ahead
 
 
 def load_st(path):
@@ -240,19 +266,32 @@ def built(T, tmp):
     T.check("the binary says where it runs", "running on CUDA device 0: " in gpu.stderr, gpu.stderr)
     mlp = os.path.join(d, "mlp")
     b = run(["build", os.path.join(ROOT, "examples", "mlp.kiln"), "-o", mlp, "--arch", "sm_90"])
-    ck = {}
+    ck, shown = {}, {}
+    copies = os.path.join(d, "mlp-copies.log")
     for dev in ("cpu", "cuda"):
         out = os.path.join(d, "mlp-%s.safetensors" % dev)
         p = subprocess.run([mlp, "train", "--data", fmnist_dir(tmp), "--epochs", "1", "--max-steps", "6",
                             "--eval-examples", "200", "--progress", "lines", "--device", dev, "--out", out],
-                           capture_output=True, text=True, env=e)
+                           capture_output=True, text=True, env=dict(e, KILN_FAKE_CUDA_LOG=copies))
         ck[dev] = load_st(out) if p.returncode == 0 and os.path.exists(out) else None
+        shown[dev] = p.stdout
     # norm-wise: Adam's first steps move a weight by about lr whatever its gradient's size, so an
     # element whose gradient is near 0 on both may differ by more than a rounding in relative terms
     same = ck["cpu"] is not None and ck["cuda"] is not None and ck["cpu"].keys() == ck["cuda"].keys() and all(
         np.abs(ck["cpu"][k] - ck["cuda"][k]).max() <= 1e-3 * np.abs(ck["cpu"][k]).max() + 1e-12 for k in ck["cpu"])
     T.check("the MLP binary trains 6 steps on the device: weights and Adam's moments as on the CPU (1e-3 of each's max)",
             b.returncode == 0 and same, b.stderr + p.stderr[-800:])
+    T.check("and evaluates after the epoch with the trained weights: the CPU's metrics",
+            same and shown["cpu"] == shown["cuda"] and "accuracy" in shown["cpu"], shown)
+    if not REAL:   # the state stays on the device; the next batch goes there while a step runs
+        w1 = [l for l in open(copies)] if os.path.exists(copies) else []
+        w1_up = sum(1 for l in w1 if l.split()[2] == str(784 * 512 * 4))
+        own, ahead = batch_copies(copies, 784 * 4, 128, 1)
+        T.check("the binary keeps the state on the device: tensors of its first layer's size copied there %d times in 6 "
+                "steps (the weights and their two Adam moments once each, the weights once more for the evaluation)"
+                % w1_up, same and w1_up == 4)
+        T.check("the binary copies each batch after the first on a copy stream while the step before runs (%d there, "
+                "%d with their step)" % (ahead, own), same and own == 1 and ahead >= 2 * 5)
     # A library (--lib --arch): its C API's m_device moves the model to the GPU.
     lib = os.path.join(d, "libm")
     b = run(["build", src, "--lib", "-o", lib, "--arch", "sm_90"])

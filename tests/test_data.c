@@ -739,6 +739,35 @@ static void test_batch_cover(void) {
     rt_dataset_free(&ds);
 }
 
+// A peek shows the batch that rt_batcher_next then hands out, in the same
+// storage, and leaves the batch in use as it was; at the epoch's end it gives 0.
+static void test_batch_peek(void) {
+    int64_t n = 10;
+    RtDataset ds = toy(n);
+    for (int pf = 0; pf < 2; pf++) {
+        RtBatcher *b = rt_batcher_new(&ds, 3, 1, 7, NULL, pf, err, sizeof err);
+        int64_t plain[10], seen = 0;
+        int ok = b && run_epoch(b, 1, n, 3, plain) == n;
+        RtTensor cur[2], ahead[2], t[2];
+        rt_batcher_start(b, 1);
+        int64_t m = rt_batcher_next(b, cur);
+        while (ok && m > 0) {
+            int32_t first = ((int32_t *)cur[1].data)[0];
+            int64_t pm = rt_batcher_peek(b, ahead), pm2 = rt_batcher_peek(b, t);
+            ok &= ((int32_t *)cur[1].data)[0] == first && pm == pm2 && (!pm || ahead[1].data == t[1].data);
+            for (int64_t i = 0; i < m; i++) ok &= ((int32_t *)cur[1].data)[i] == plain[seen + i];
+            seen += m;
+            int64_t nm = rt_batcher_next(b, cur);
+            ok &= nm == pm && (!nm || (cur[0].data == ahead[0].data && cur[1].data == ahead[1].data));
+            m = nm;
+        }
+        check(ok && seen == n && rt_batcher_peek(b, t) == 0,
+              "batcher, prefetch %d: a peek gives the next batch in the storage next() hands out, and 0 at the end", pf);
+        rt_batcher_free(b);
+    }
+    rt_dataset_free(&ds);
+}
+
 static void test_batch_order(void) {
     // The permutation specified in data.h, computed by an independent Python version.
     static const int64_t pin0[10] = {2, 8, 7, 1, 6, 4, 5, 0, 9, 3},
@@ -986,6 +1015,7 @@ int main(void) {
     test_csv();
     test_npy();
     test_batch_cover();
+    test_batch_peek();
     test_batch_order();
     test_batch_dtypes();
     test_batch_args();

@@ -30,6 +30,7 @@ With --real the same runs go to the machine's GPUs (two or more for cuda:0,1,
 KILN_TEST_GPUS=2; otherwise only cuda+cpu runs).
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -76,8 +77,10 @@ def examples(T, tmp):
             tag = "%s%s" % (dev, "" if nccl else " without NCCL")
             log = os.path.join(tmp, "%s-%s.csv" % (model, tag.replace(" ", "_")))
             ck = os.path.join(tmp, "%s-%s.safetensors" % (model, tag.replace(" ", "_")))
+            copies = os.path.join(tmp, "%s-%s-copies.log" % (model, tag.replace(" ", "_")))
+            e = dict(env(nccl), KILN_FAKE_CUDA_LOG=copies)
             p = run(["run", path, "--epochs", "1", "--max-steps", str(steps), "--checkpoint", ck, "--eval-examples",
-                     "500", "--progress", "lines", "--device", dev, "--log", log], env=env(nccl))
+                     "500", "--progress", "lines", "--device", dev, "--log", log], env=e)
             acc = [l for l in p.stdout.split("\n") if l.startswith("accuracy:")]
             runs[tag] = (p, losses(log) if p.returncode == 0 else [], acc, ck)
             if dev == "cpu":
@@ -92,6 +95,13 @@ def examples(T, tmp):
             T.check("%s over %s: stderr says how the batch splits and how the gradients are summed" % (model, tag),
                     "the training step splits each batch of " in p.stderr and "the gradients are summed " + how in p.stderr
                     and "kiln: each batch was split " in p.stderr and " examples/s, " in p.stderr, p.stderr[-1500:])
+            if not REAL:   # each GPU's share of the next batch is copied while the step before runs
+                gpus = dev.count(",") + 1 if dev.startswith("cuda:") else 1
+                batch = int(re.search(r"batch=(\d+)", open(path).read()).group(1))
+                own, ahead = base.batch_copies(copies, 784 * 4, batch, gpus)
+                T.check("%s over %s: each GPU's share of the next batch copied on a copy stream while the step before "
+                        "ran (%d there, %d with their step)" % (model, tag, ahead, own),
+                        ok and ahead >= 2 * (steps - 2) * gpus and own <= 2 * gpus)
             if not nccl:
                 T.check("%s over %s: why NCCL is not used, on stderr" % (model, tag),
                         "(NCCL not found: KILN_NCCL=/nonexistent/libnccl.so.2 does not load" in p.stderr, p.stderr[-1500:])
