@@ -4,7 +4,7 @@
 // exported launcher per __global__ function. The "CUBIN" is that library behind
 // a small header, which fake_cuda.c's cuModuleLoadData loads with dlopen. It
 // lets CI run every kernel and the whole host side of `--device cuda` on the CPU.
-// Version 0.2, so its images never share a cache entry with a real NVRTC's.
+// Version 0.3, so its images never share a cache entry with a real NVRTC's.
 // $KILN_FAKE_CXX: the compiler (default g++).
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 typedef struct { char *src, *log, *image; size_t loglen, len; } Prog;
 typedef Prog *nvrtcProgram;
 
-int nvrtcVersion(int *major, int *minor) { *major = 0; *minor = 2; return 0; }
+int nvrtcVersion(int *major, int *minor) { *major = 0; *minor = 3; return 0; }
 const char *nvrtcGetErrorString(int r) { return r == 6 ? "NVRTC_ERROR_COMPILATION (fake)" : r ? "NVRTC_ERROR (fake)" : "NVRTC_SUCCESS"; }
 int nvrtcGetNumSupportedArchs(int *n) { *n = 2; return 0; }
 int nvrtcGetSupportedArchs(int *a) { a[0] = 80; a[1] = 90; return 0; }

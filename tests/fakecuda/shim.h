@@ -92,8 +92,10 @@ static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); re
 static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 
-// Runs every block of a launch, one after another; in each, the fibers in turns
-// until all are done. Each fiber starts at kiln_fake_start with itself in rbx.
+// Runs every block of a launch, one after another and last block first (a GPU
+// promises no order; a kernel whose blocks depended on running in order would
+// show it here); in each, the fibers in turns until all are done. Each fiber
+// starts at kiln_fake_start with itself in rbx.
 static void kiln_fake_run(unsigned gx, unsigned bx, void (*body)(void **), void **params) {
   if (bx == 0 || bx > KILN_FAKE_MAXT) abort();
   KilnBlock *b = (KilnBlock *)calloc(1, sizeof *b);
@@ -105,7 +107,7 @@ static void kiln_fake_run(unsigned gx, unsigned bx, void (*body)(void **), void 
   kiln_fake_b = b;
   kiln_fake_gdim = kiln_dim3{gx, 1, 1};
   kiln_fake_bdim = kiln_dim3{bx, 1, 1};
-  for (unsigned g = 0; g < gx; g++) {
+  for (unsigned g = gx; g-- > 0;) {
     kiln_fake_bid = kiln_dim3{g, 0, 0};
     for (unsigned t = 0; t < bx; t++) {
       KilnFiber *f = &b->f[t];
