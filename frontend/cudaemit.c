@@ -151,15 +151,15 @@ int pipe_cuda_release(Pipe *p, char *err, size_t errlen) {
   return rc;
 }
 
+static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
+
 int pipe_cuda_prefetch(Pipe *p, const RtTensor *t, int n) {
   void *host[RT_CUDA_MAXAHEAD];
   size_t bytes[RT_CUDA_MAXAHEAD];
   if (n > RT_CUDA_MAXAHEAD) n = 0;   // each run copies its own
-  for (int i = 0; i < n; i++) host[i] = t[i].data, bytes[i] = (size_t)rt_tensor_numel(&t[i]) * rt_dtype_size(t[i].dtype);
+  for (int i = 0; i < n; i++) host[i] = t[i].data, bytes[i] = bytes_of(&t[i]);
   return rt_cuda_prefetch(p->cx, host, bytes, n);
 }
-
-static size_t bytes_of(const RtTensor *t) { return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype); }
 
 // The profile's milliseconds per launch step wait in c->ms between start and wait.
 static int prog_start_cuda(Pipe *p, const Program *pr, const int64_t *D, const RtTensor *ins, RtTensor *outs) {
@@ -173,10 +173,10 @@ static int prog_start_cuda(Pipe *p, const Program *pr, const int64_t *D, const R
   for (int i = 0; i < nin; i++) host[i] = ins[i].data, bytes[i] = bytes_of(&ins[i]);
   for (int i = 0; i < nc; i++) host[nin + i] = (void *)s->consts[i]->a.data, bytes[nin + i] = s->consts[i]->a.nbytes;
   for (int i = 0; i < nout; i++) host[nin + nc + i] = outs[i].data, bytes[nin + nc + i] = bytes_of(&outs[i]);
-  CUdeviceptr *kept = p->nkept || p->cx->nahead ? calloc(n ? n : 1, sizeof *kept) : NULL;
+  CUdeviceptr *kept = p->nkept ? calloc(n ? n : 1, sizeof *kept) : NULL;
+  int rc = 0;
   p->cx->err[0] = 0;   // mirror_of may fail before rt_cuda_run_start clears it
-  int rc = kept && rt_cuda_take_prefetched(p->cx, host, bytes, nin, kept) < 0 ? -1 : 0;
-  if (kept && p->nkept) {
+  if (kept) {
     forget_unkept(p);
     int *wrote = calloc(p->nmirrors + n + 1, sizeof *wrote);
     if (!wrote) abort();
@@ -188,8 +188,8 @@ static int prog_start_cuda(Pipe *p, const Program *pr, const int64_t *D, const R
     if (!rc) rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, c->ms != NULL);
     for (int m = 0; m < p->nmirrors && !rc; m++) if (wrote[m]) p->mirrors[m].host_stale = 1;
     free(wrote);
-  } else if (!rc) {
-    rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, kept, c->ms != NULL);
+  } else {
+    rc = rt_cuda_run_start(p->cx, &c->run, D, host, bytes, nin, nc, nout, NULL, c->ms != NULL);
   }
   if (rc) p->cx->profiling = 0;
   free(kept);

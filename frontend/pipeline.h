@@ -117,7 +117,7 @@ int pipe_cuda_sync(Pipe *p, char *err, size_t errlen);
 // The next batch's n tensors copied to the device while a run is under way
 // (rt_cuda_prefetch: call between prog_start and prog_wait). The next run given
 // an input in the same storage and of the same size reads the copy instead of
-// copying it again (rt_cuda_take_prefetched). pipe_cuda_release forgets it. 0,
+// copying it again (rt_cuda_run_start takes it). pipe_cuda_release forgets it. 0,
 // or -1 with the reason in cx->err.
 int pipe_cuda_prefetch(Pipe *p, const RtTensor *t, int n);
 int pipe_cuda_release(Pipe *p, char *err, size_t errlen);

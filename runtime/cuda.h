@@ -334,12 +334,12 @@ double rt_cuda_time_ms(RtCudaExec *x);
 // alternate, and returns. Call it between a run's start and its wait: the area
 // it fills was last read by the run before, which that wait finished (starts and
 // waits alternate, as the arguments' arena needs). 0 or -1.
-// The next run's caller passes its inputs to take_prefetched before starting
-// it: those with a buffer's storage and size get the copy's device address in
-// resident[] (to pass to rt_cuda_run_start), and x's stream waits for the copies
-// by an event. The count, or -1. When it is not 0 the copy is used up; else it
-// waits for a later run (a several-device step's update reads no batch) until
-// the next prefetch or drop_prefetched. The caller keeps the buffers' contents until then.
+// rt_cuda_run_start takes the copy (take_prefetched): its inputs that are not
+// resident and have a buffer's storage and size get the copy's device address
+// in resident[], and x's stream waits for the copies by an event. The count, or
+// -1. When it is not 0 the copy is used up; else it waits for a later run (a
+// several-device step's update reads no batch) until the next prefetch or
+// drop_prefetched. The caller keeps the buffers' contents until then.
 int rt_cuda_prefetch(RtCudaExec *x, void *const *host, const size_t *bytes, int n);
 int rt_cuda_take_prefetched(RtCudaExec *x, void *const *host, const size_t *bytes, int nin, CUdeviceptr *resident);
 void rt_cuda_drop_prefetched(RtCudaExec *x);

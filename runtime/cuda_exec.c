@@ -256,7 +256,8 @@ int rt_cuda_take_prefetched(RtCudaExec *x, void *const *host, const size_t *byte
   int hit = 0;
   for (int i = 0; i < nin; i++)
     for (int j = 0; j < x->nahead; j++)
-      if (bytes[i] && host[i] == x->ahead_host[j] && bytes[i] == x->ahead_bytes[j]) resident[i] = x->ahead_dev[j], hit++;
+      if (!resident[i] && bytes[i] && host[i] == x->ahead_host[j] && bytes[i] == x->ahead_bytes[j])
+        resident[i] = x->ahead_dev[j], hit++;
   if (!hit) return 0;
   x->nahead = 0;
   if (rt_cuda_use(x)) return -1;
@@ -409,11 +410,17 @@ int rt_cuda_run_start(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void
   x->err[0] = 0;
   x->npend = 0;
   if (rt_cuda_use(x)) return -1;
-  CUdeviceptr stack[64], *dev = n <= 64 ? stack : malloc(sizeof *dev * n);
+  // at: where an argument already is (resident, or the next batch copied ahead), else 0
+  CUdeviceptr stack[128], *dev = n <= 64 ? stack : malloc(sizeof *dev * 2 * n), *at = dev + (n <= 64 ? 64 : n);
   if (!dev) abort();
+  for (int i = 0; i < n; i++) at[i] = resident ? resident[i] : 0;
+  if (rt_cuda_take_prefetched(x, host, bytes, nin, at) < 0) {
+    if (dev != stack) free(dev);
+    return -1;
+  }
   size_t total = 0;
   for (int i = 0; i < n; i++) {
-    if (resident && resident[i]) continue;
+    if (at[i]) continue;
     dev[i] = total;
     total += rt_cuda_arg_bytes(bytes[i]);
   }
@@ -424,8 +431,8 @@ int rt_cuda_run_start(RtCudaExec *x, const RtCudaProg *g, const int64_t *D, void
   CUdeviceptr base = rt_cuda_args(x, total);
   char *pin = base ? pinned(x, &x->pinned, &x->pinned_cap, total) : NULL;   // laid out as the arguments' arena
   int rc = base ? 0 : -1;
-#define KEPT(i) (resident && resident[i])
-  for (int i = 0; i < n; i++) dev[i] = KEPT(i) ? resident[i] : dev[i] + base;
+#define KEPT(i) (at[i] != 0)
+  for (int i = 0; i < n; i++) dev[i] = KEPT(i) ? at[i] : dev[i] + base;
   for (int i = 0; i < nin + nconst && !rc; i++) {
     if (KEPT(i)) continue;
     const void *src = host[i];

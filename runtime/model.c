@@ -429,21 +429,16 @@ static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *
   int n = g->nin + g->nconst + g->nout;
   void **host = malloc(sizeof *host * (n ? n : 1));
   size_t *bytes = malloc(sizeof *bytes * (n ? n : 1));
-  CUdeviceptr *resident = calloc(n ? n : 1, sizeof *resident);
-  if (!host || !bytes || !resident) abort();
+  if (!host || !bytes) abort();
   for (int i = 0; i < g->nin; i++) host[i] = in[i]->data, bytes[i] = rt_tensor_nbytes(in[i]);
   for (int i = 0; i < g->nconst; i++) host[g->nin + i] = (void *)g->consts[i], bytes[g->nin + i] = g->cuda->const_bytes[i];
   for (int i = 0; i < g->nout; i++) host[g->nin + g->nconst + i] = out[i].data, bytes[g->nin + g->nconst + i] = rt_tensor_nbytes(&out[i]);
-  for (int i = 0; kept && i < n; i++) resident[i] = kept[i];
-  s->cx->err[0] = 0;
-  int rc = rt_cuda_take_prefetched(s->cx, host, bytes, g->nin, resident) < 0 ||
-           rt_cuda_run_start(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, resident, 0);
+  int rc = rt_cuda_run_start(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, kept, 0);
   char why[512] = "";
   if (!rc && s->ahead && g == s->m->step) copy_ahead(s, g, why, sizeof why);
   rc = rc || rt_cuda_run_wait(s->cx, p, NULL);
   free(host);
   free(bytes);
-  free(resident);
   return rc ? fail(err, errlen, "%s", s->cx->err) : why[0] ? fail(err, errlen, "%s", why) : 0;
 }
 
