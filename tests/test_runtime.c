@@ -334,6 +334,7 @@ static double gemm_rand(uint64_t *s) {
 // contract: every element of every product is passed exactly once, already
 // final, and nothing outside the products is.
 static int gemm_epi;
+static int64_t gemm_epi_cols;   // the narrowest piece of a row the last case's hook was given
 typedef struct {
     int f64;
     const void *C;
@@ -344,6 +345,7 @@ typedef struct {
 
 static void epi_check(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols) {
     EpiCheck *e = ctx;
+    if (cols < gemm_epi_cols) gemm_epi_cols = cols;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t q = 0; q < cols; q++) {
             int64_t at = e->oc + off + r * rs + q;
@@ -394,6 +396,7 @@ static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
     int *visits = calloc(nc, sizeof(int)), *early = calloc(nc, sizeof(int));
     EpiCheck ec = {f64, C, want, tol, oc, visits, early};
     RtGemmEpilogue hook = gemm_epi ? epi_check : NULL;
+    gemm_epi_cols = INT64_MAX;
     if (f64)
         rt_gemm_f64_epi(rt, g->batch, g->m, g->n, g->k, (double *)A + oa, g->a_batch, g->a_rs, g->a_cs,
                         (double *)B + ob, g->b_batch, g->b_rs, g->b_cs, (double *)C + oc, g->c_batch, g->c_rs,
@@ -461,6 +464,19 @@ static void test_gemm(void) {
         rt_free_ctx(rt);
     }
     check(gemm_case(NULL, 0, &cases[2].g), "gemm with no runtime context runs inline");
+    // Two threads keep C's rows whole where that costs little more than cutting
+    // its columns (plan_tiles' WHOLE_LINES): the MLP's 512x512 weight gradient
+    // x^T @ dy, whose epilogue (Adam) then walks whole rows of the weights.
+    {
+        KRt *rt2 = rt_new(2);
+        GemmCase wg = {1, 512, 512, 16, 0, 1, 512, 0, 512, 1, 0, 512, 1, 0};
+        gemm_epi = 1;
+        int ok = gemm_case(rt2, 0, &wg);
+        gemm_epi = 0;
+        check(ok && gemm_epi_cols == 512, "gemm 512x512 transpose(a) @ b on 2 threads: the epilogue gets whole rows "
+              "(narrowest piece %lld)", (long long)gemm_epi_cols);
+        rt_free_ctx(rt2);
+    }
     KRt *rt = rt_new(2);   // the tile grid follows the pool's size as it changes
     rt_set_threads(rt, 4);
     check(rt_threads(rt) == 4 && gemm_case(rt, 0, &cases[2].g) && gemm_case(rt, 1, &cases[9].g),
