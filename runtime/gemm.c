@@ -724,27 +724,25 @@ static double tile_cost(int64_t mb, int64_t nb, int64_t mr, int64_t nr) {
 // its 128x512x10 input gradient 80 against 141, where at one thread each
 // half-product ran as fast either way; with Adam in the epilogue, which then
 // walks half rows of the weights and both moments, 0.42 against 0.33 ms. So a
-// cut that leaves C's lines whole is taken when it costs at most a tenth more;
-// the CNN's 128x3136x1024, 14% more, stays cut into columns, which measured
-// 10% faster there.
+// cut that leaves C's lines whole is taken when it costs at most 11% more (the
+// 128 x 512 products' whole-row cuts cost 10.2% more); the CNN's 128x3136x1024,
+// 14% more, stays cut into columns, which measured 10% faster there.
 #define WHOLE_LINES 1.11
 static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t nr) {
     int64_t per = threads / gcd(batch, threads);   // tiles per product
     double most = (double)g->m * g->n * (g->k ? g->k : 1) / TILE_MIN_WORK;
     if (per > most) per = most > 1 ? (int64_t)most : 1;
     int64_t tm = 1;
-    double least = INFINITY, best = INFINITY;
+    int64_t whole = g->c_cs == 1 ? per : g->c_rs == 1 ? 1 : 0;   // the tm that leaves C's contiguous lines uncut
+    double least = INFINITY, best = INFINITY, whole_cost = INFINITY;
     for (int64_t d = 1; d <= per; d++) {
         if (per % d || d > g->m || per / d > g->n) continue;
         double cost = tile_cost((g->m + d - 1) / d, (g->n + per / d - 1) / (per / d), mr, nr);
         double skew = fabs(log((double)g->m * per / ((double)g->n * d * d)));   // log(mb / nb)
         if (cost < least || (cost == least && skew < best)) { least = cost; best = skew; tm = d; }
+        if (d == whole) whole_cost = cost;
     }
-    // Whole lines of C per thread, where they cost little more (WHOLE_LINES).
-    int64_t whole = g->c_cs == 1 ? per : 1;   // tm that leaves C's contiguous lines uncut
-    if (per > 1 && (g->c_cs == 1 || g->c_rs == 1) && whole != tm && whole <= g->m && per / whole <= g->n &&
-        tile_cost((g->m + whole - 1) / whole, (g->n + per / whole - 1) / (per / whole), mr, nr) <= WHOLE_LINES * least)
-        tm = whole;
+    if (whole_cost <= WHOLE_LINES * least) tm = whole;
     int64_t tn = per / tm < g->n ? per / tm : g->n;
     g->mb = (g->m + tm - 1) / tm;
     g->nb = (g->n + tn - 1) / tn;
