@@ -364,7 +364,9 @@ static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
     int64_t oc = origin(g->batch, g->m, g->n, g->c_batch, g->c_rs, g->c_cs);
     double *a = malloc(sizeof(double) * na), *b = malloc(sizeof(double) * nb), *c0 = malloc(sizeof(double) * nc);
     double *want = malloc(sizeof(double) * nc), *tol = calloc(nc, sizeof(double));
-    void *A = malloc(8 * na), *B = malloc(8 * nb), *C = malloc(8 * nc);
+    // B on a cache line, as compiled graphs' buffers are (rt_alloc): a B whose
+    // rows are one micro-panel is then read in place.
+    void *A = malloc(8 * na), *B = aligned_alloc(64, (8 * nb + 63) / 64 * 64), *C = malloc(8 * nc);
     uint64_t seed = 7;
     for (int64_t i = 0; i < na; i++) a[i] = gemm_rand(&seed);
     for (int64_t i = 0; i < nb; i++) b[i] = gemm_rand(&seed);
@@ -436,6 +438,10 @@ static void test_gemm(void) {
         {"beta 0.5 accumulates", {RM(1, 33, 31, 70), 0.5}},
         {"beta 1 on a batch", {RM(4, 20, 30, 40), 1}},
         {"batch of 7 (tiled on 3 threads)", {RM(7, 64, 48, 80), 0}},
+        // B's rows one micro-panel (32 columns with AVX-512, 16 with AVX2), deeper than a KC block.
+        {"row-major 100x32x700 (B read in place)", {RM(1, 100, 32, 700), 0}},
+        {"row-major 100x16x700 (B read in place)", {RM(1, 100, 16, 700), 0.5}},
+        {"transpose(a) @ b, 25x32x3000", {1, 25, 32, 3000, 0, 1, 25, 0, 32, 1, 0, 32, 1, 0}},
         // A transposed: element (i, q) at q*m + i.
         {"transpose(a) @ b", {1, 40, 50, 60, 0, 1, 40, 0, 50, 1, 0, 50, 1, 0}},
         {"a @ transpose(b)", {1, 40, 50, 60, 0, 60, 1, 0, 1, 60, 0, 50, 1, 0}},
