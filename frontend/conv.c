@@ -18,6 +18,7 @@
 #include "compiler/cache.h"
 #include "passes/passes.h"
 #include "kiln.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,29 +175,35 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 #define AGG_OPS 9e8
 #define AGG_FIXED 1e-4
 
-static double gemm_s(double n, double k, double m) {
+// n x k weights against m rows; the kernel computes n in whole micro-tiles of
+// cols columns (rt_gemm_f32_cols). The padding is what sets 64->16 5x5 8x8
+// apart between the machines: its im2col products have 16 columns, half of
+// AVX-512's 32 (Xeon, one thread, training share: im2col 15.5 ms, kernel
+// 10.9) and all of AVX2's 16 (AMD EPYC: im2col 30.7, kernel 32.3).
+static double gemm_s(double n, double k, double m, double cols) {
   double e = (n < GEMM_FULL ? n / GEMM_FULL : 1) * (k < GEMM_FULL ? k / GEMM_FULL : 1);
-  return 2 * m * n * k / (GEMM_FLOPS * e);
+  return 2 * m * (ceil(n / cols) * cols) * k / (GEMM_FLOPS * e);
 }
 
 // Each lowering's estimated seconds.
 static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   double n = (double)s->n, p = n * s->oh * s->ow, kk = (double)s->kh * s->kw, k = s->c * kk, q = n * s->h * s->w;
+  double cols = rt_gemm_f32_cols();
   // im2col: GEMMs of O x C*KK x P for the forward pass and the weights'
   // gradient, each packing the window matrix from the image; the input's
   // gradient a transposed convolution (passes/convgrad.c: C x O*KK x Q,
   // packing dY's windows), or else a third GEMM whose window-matrix gradient
   // is written and read back by col2im.
-  t[CONV_IM2COL] = 2 * gemm_s(s->o, k, p) + 2 * p * k * 4 / PACK_BYTES;
+  t[CONV_IM2COL] = 2 * gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / PACK_BYTES;
   if (kernel_by_col2im(s) && s->c >= CONVGRAD_MIN_CHANNELS)
-    t[CONV_IM2COL] += gemm_s(s->c, s->o * kk, q) + q * s->o * kk * 4 / PACK_BYTES;
+    t[CONV_IM2COL] += gemm_s(s->c, s->o * kk, q, cols) + q * s->o * kk * 4 / PACK_BYTES;
   else
-    t[CONV_IM2COL] += gemm_s(s->o, k, p) + 2 * p * k * 4 / MOVE_BYTES;
+    t[CONV_IM2COL] += gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / MOVE_BYTES;
   // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its
   // gradient written and read: im2col's costs with C and O swapped. With a
   // stride, Z's rows no output uses are computed too, and the aggregation is
   // strided slices whose gradient costs KH*KW terms per element of Z.
-  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q) + 4 * q * s->o * kk * 4 / MOVE_BYTES;
+  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q, cols) + 4 * q * s->o * kk * 4 / MOVE_BYTES;
   if (!kernel_by_col2im(s)) t[CONV_KERNEL] += 2 * p * s->o * kk * 4 / MOVE_BYTES + q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
   // direct: im2col's multiply-adds in generated loops, nothing materialized.
   t[CONV_DIRECT] = 3 * 2 * p * s->o * k / LOOP_FLOPS;

@@ -5,13 +5,13 @@
 //
 // Why not BLIS for f32. Debian's BLIS 0.9 cannot tell the FMA unit count of a
 // CPU whose brand string is the generic "Intel(R) Xeon(R) Processor" (KVM
-// guests), so on this AVX-512 machine it picks its haswell (AVX2) kernels:
-// 55-75 GFLOP/s at one thread, where an FMA loop peaks at ~154 with zmm. Its
-// override (BLIS_ARCH_TYPE) aborts in 0.9.0 and the skx context is not
-// exported. The packed GEMM here reaches 110-140 GFLOP/s at one thread for
-// square n = 256-2048, 1.2-1.6x BLIS in the same run, and 1.1-2.5x on most
+// guests), so on the AVX-512 Xeon VM it picks its haswell (AVX2) kernels:
+// 100-115 GFLOP/s at one thread, where an FMA loop peaks at 224-247 with zmm.
+// Its override (BLIS_ARCH_TYPE) aborts in 0.9.0 and the skx context is not
+// exported. The packed GEMM here reaches 155-170 GFLOP/s at one thread for
+// square n = 256-2048, 1.45-1.6x BLIS in the same run, and 1.2-2.2x on the
 // products of the CNN and MLP training steps (benchmarks/train_speed/csrc/
-// gemm_kernels.c times them; BLIS stays ahead on 25x32x100352). KILN_GEMM=kiln|blis|loops,
+// gemm_kernels.c times them; 2026-12-04). KILN_GEMM=kiln|blis|loops,
 // read when the runtime context is created, picks the path for f32; the
 // default is kiln on CPUs with AVX2+FMA, else BLIS when built with it, else
 // the loops. kiln-avx512, kiln-avx2 and kiln-c force one micro-kernel.
@@ -652,6 +652,12 @@ static int64_t narrow_transposed(const Gemm *g) {
     int64_t mc, kc, nc, deep = deep_kc(kn, g->n);
     gemm_blocks(kn, &mc, &kc, &nc);
     return a_rows && deep > kc ? deep : kc;   // block_sizes' KC: rows read in place against a narrow B go deep
+}
+
+int rt_gemm_f32_cols(void) {
+    int kind = rt_gemm_kind_env();
+    const GemmKern *kn = kind <= GEMM_KILN_C ? gemm_kern_pick(kind) : NULL;
+    return kn ? kn->nr : 1;
 }
 
 // KILN_GEMM: kiln (or kiln-avx512, kiln-avx2, kiln-c), blis or loops; the default

@@ -156,6 +156,10 @@ void rt_gemm_f64_win(KRt *rt, int64_t m, int64_t n, int64_t k, const double *x, 
                      RtGemmEpilogue epi, void *ctx);
 // 1 if this runtime was built with BLIS (meson option blis), 0 if rt_gemm_* is the loops.
 int rt_have_blis(void);
+// The columns of Kiln's f32 micro-kernel on this CPU, with KILN_GEMM as rt_new reads
+// it: 32 with AVX-512, 16 with AVX2; 1 on the BLIS and loops paths. A product's
+// columns are computed in whole micro-tiles (convolution's cost model counts that).
+int rt_gemm_f32_cols(void);
 
 //
 // tensor.c: host tensors

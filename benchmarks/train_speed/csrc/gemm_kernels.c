@@ -3,6 +3,9 @@
 //   gemm_kernels [SHAPE...]  ->  "m n k trans kiln blis ratio" per shape, best of 5
 // A SHAPE is N (square) or MxNxK, with a suffix a (A stored transposed) or b (B).
 // With no arguments: square 256..2048 and the products of the CNN/MLP steps.
+// One thread only: with more, BLIS's OpenMP team spins after each of its calls
+// on the cores Kiln's interleaved calls then need (on the Xeon VM, n = 1024 at
+// 2 threads measured 232-244 GFLOP/s that way, against 291 with Kiln alone).
 #include <blis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,8 @@ void rt_gemm_f32(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const
                  int64_t c_batch, int64_t c_rs, int64_t c_cs, float beta);
 
 typedef struct { long m, n, k; int ta, tb; } Shape;   // ta: A stored k x m; tb: B stored n x k
+
+static float *lines(long n) { return aligned_alloc(64, (4 * n + 63) / 64 * 64); }
 
 static void run(void *rt, const Shape *s, const float *A, const float *B, float *C, int blis) {
   long ars = s->ta ? 1 : s->k, acs = s->ta ? s->m : 1, brs = s->tb ? 1 : s->n, bcs = s->tb ? s->k : 1;
@@ -70,7 +75,8 @@ int main(int argc, char **argv) {
   printf("%7s %6s %6s %-5s %8s %8s %6s\n", "m", "n", "k", "trans", "kiln", "blis", "ratio");
   for (int i = 0; i < ns; i++) {
     Shape *s = &shapes[i];
-    float *A = malloc(4 * s->m * s->k), *B = malloc(4 * s->k * s->n), *C = malloc(4 * s->m * s->n);
+    // On cache lines, as compiled graphs' buffers are (rt_alloc).
+    float *A = lines(s->m * s->k), *B = lines(s->k * s->n), *C = lines(s->m * s->n);
     for (long j = 0; j < s->m * s->k; j++) A[j] = (float)(j % 7) * 0.1f;
     for (long j = 0; j < s->k * s->n; j++) B[j] = (float)(j % 5) * 0.1f;
     double g[2];
