@@ -149,10 +149,10 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 // kernel 390, direct 135; cnn 32->64 5x5 14x14: im2col 300, kernel 340,
 // direct 2190; 64->8 3x3 8x8: im2col 12, kernel 5, direct 60). What counts
 // is their ratios.
-//   GEMM_FLOPS  BLIS when both small dimensions of a product (the rows of the
-//               weights and the inner dimension) reach GEMM_FULL
+//   GEMM_FLOPS  BLIS when a product's inner dimension reaches GEMM_FULL
 //               (proportionally less below: a product with inner dimension 1
-//               is bound by writing its result)
+//               is bound by writing its result), the weights' rows counted in
+//               whole micro-tiles (gemm_s)
 //   MOVE_BYTES  the matrices a lowering materializes, written and read: im2col's
 //               window gradient (when col2im takes it), kernel's Z and its gradient
 //   PACK_BYTES  the windows the GEMM packs from the image (implicit im2col): read
@@ -175,14 +175,16 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 #define AGG_OPS 9e8
 #define AGG_FIXED 1e-4
 
-// n x k weights against m rows; the kernel computes n in whole micro-tiles of
-// cols columns (rt_gemm_f32_cols). The padding is what sets 64->16 5x5 8x8
-// apart between the machines: its im2col products have 16 columns, half of
-// AVX-512's 32 (Xeon, one thread, training share: im2col 15.5 ms, kernel
-// 10.9) and all of AVX2's 16 (AMD EPYC: im2col 30.7, kernel 32.3).
+// n x k weights against m rows. The kernel computes n in whole micro-tiles of
+// cols columns (rt_gemm_f32_cols; GEMM_FULL where that is not known, BLIS's
+// and the loops'), so that is the rate's drop for few weight rows. The padding
+// is what sets 64->16 5x5 8x8 apart between the machines: its im2col products
+// have 16 columns, half of AVX-512's 32 (Xeon, one thread, training share:
+// im2col 15.5 ms, kernel 10.9) and all of AVX2's 16 (AMD EPYC: im2col 30.7,
+// kernel 32.3).
 static double gemm_s(double n, double k, double m, double cols) {
-  double e = (n < GEMM_FULL ? n / GEMM_FULL : 1) * (k < GEMM_FULL ? k / GEMM_FULL : 1);
-  return 2 * m * (ceil(n / cols) * cols) * k / (GEMM_FLOPS * e);
+  double tile = cols > 1 ? cols : GEMM_FULL, e = k < GEMM_FULL ? k / GEMM_FULL : 1;
+  return 2 * m * (ceil(n / tile) * tile) * k / (GEMM_FLOPS * e);
 }
 
 // Each lowering's estimated seconds.
