@@ -554,7 +554,7 @@ static void block_sizes(Gemm *g) {
     // that packed panel already: copying it only costs. 25x32x100352 with A^T
     // (gemm_kernels, 64-byte aligned operands): 72-77 -> 98-101 GFLOP/s; other
     // shapes unchanged. Rows astride cache lines lost 4% (4096x32x1024).
-    int packed_already = g->b_rs == kn->nr && (uintptr_t)g->b % 64 == 0;
+    int packed_already = g->b_rs == kn->nr && (uintptr_t)g->b % RT_ALIGN == 0;
     g->direct_b = g->b_cs == 1 && g->b_rs > 0 && (g->m <= kn->mr * (g->transposed ? 2 : 1) || packed_already);
     int strips = g->epi && round_up(g->nb, kn->nr) > nc;   // the hook would get rows cut into NC-wide strips
     g->b_stays = !g->win && !g->direct_b &&

@@ -366,7 +366,7 @@ static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
     double *want = malloc(sizeof(double) * nc), *tol = calloc(nc, sizeof(double));
     // B on a cache line, as compiled graphs' buffers are (rt_alloc): a B whose
     // rows are one micro-panel is then read in place.
-    void *A = malloc(8 * na), *B = aligned_alloc(64, (8 * nb + 63) / 64 * 64), *C = malloc(8 * nc);
+    void *A = malloc(8 * na), *B = rt_alloc(8 * nb), *C = malloc(8 * nc);
     uint64_t seed = 7;
     for (int64_t i = 0; i < na; i++) a[i] = gemm_rand(&seed);
     for (int64_t i = 0; i < nb; i++) b[i] = gemm_rand(&seed);
@@ -419,7 +419,7 @@ static int gemm_case(KRt *rt, int f64, const GemmCase *g) {
         double got = f64 ? ((double *)C)[i] : ((float *)C)[i];
         ok = tol[i] ? fabs(got - want[i]) <= tol[i] : (got == want[i] || (isnan(got) && isnan(want[i])));
     }
-    free(a); free(b); free(c0); free(want); free(tol); free(A); free(B); free(C);
+    free(a); free(b); free(c0); free(want); free(tol); free(A); rt_free(B); free(C);
     return ok;
 }
 
