@@ -380,8 +380,17 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
                 continue;
             }
             const float *pb = jr < bp.whole ? bp.direct + jr : bp.packed + (jr - bp.whole) * kb;
-            micro(kn, kb, ap, pb, jr < bp.whole ? bp.ld : kn->nr, c + ir * crs + jr * ccs, crs, ccs, mv,
-                  min64(kn->nr, nb - jr), acc);
+            int64_t ldb = jr < bp.whole ? bp.ld : kn->nr, skip = 0, kv = kb;
+            if (in_place && g->win->rows_first) {   // the depth in the padding: zeros
+                int64_t lo, hi;
+                win_depth_range(g->win, ci + ir, &lo, &hi);
+                skip = min64(kb, lo > pk ? lo - pk : 0);
+                kv = (hi < pk + kb ? hi - pk : kb) - skip;
+                if (kv <= 0 && acc) continue;
+                if (kv < 0) kv = 0;   // the block's first panel: C's rows are zeros
+                ap.off += skip;
+            }
+            micro(kn, kv, ap, pb + skip * ldb, ldb, c + ir * crs + jr * ccs, crs, ccs, mv, min64(kn->nr, nb - jr), acc);
         }
         // A strip of C^T is mr columns of the caller's C: too narrow to sweep, so
         // a transposed problem's epilogue runs per block instead (packed_tile).
@@ -873,6 +882,17 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         float *rows = taps_rows && win_channels_last(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
         w.hwc = rows != NULL;
         if (rows) t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
+        // Kernel rows first: B's rows (taps) in the same order as the window's.
+        float *b_rows = !taps_rows && win_rows_first(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->k * g->n)) : NULL;
+        w.rows_first = b_rows != NULL;
+        if (b_rows) {
+            const float *b = g->b;
+            for (int64_t q = 0; q < g->k; q++) {
+                const float *r = b + win_row_of(&w, q) * g->b_rs;
+                for (int64_t j = 0; j < g->n; j++) b_rows[q * g->n + j] = r[j * g->b_cs];
+            }
+            t.b = b_rows, t.b_rs = g->n, t.b_cs = 1;
+        }
         plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);
         split_depth(&t, 1, rt_threads(rt));
         int done = packed(rt, &t, 1);
@@ -886,8 +906,9 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
             finish(g, 0, 0, g->m, 0, g->n);
         }
         rt_free(rows);
+        rt_free(b_rows);
         if (done) return;
-        w.hwc = 0;
+        w.hwc = w.rows_first = 0;
     }
     size_t esize = g->f64 ? sizeof(double) : sizeof(float);
     void *cols = rt_alloc(esize * (size_t)(w.pixels * w.taps));

@@ -38,7 +38,8 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
     win_read(w, geom);
     w->x = x;
     w->taps_rows = taps_rows;
-    w->toff = NULL, w->vec = 0, w->hwc = 0;
+    w->toff = NULL, w->vec = 0, w->hwc = 0, w->rows_first = 0;
+    w->pt0 = w->pt, w->h0 = w->h;
     // Rows and columns the windows reach past the image's end.
     w->pb = (w->oh - 1) * w->strh + (w->kh - 1) * w->dh + 1 - w->pt - w->h;
     w->pr = (w->ow - 1) * w->strw + (w->kw - 1) * w->dw + 1 - w->pl - w->w;
@@ -121,10 +122,23 @@ static void hwc_tap(const Win *w, int64_t q, int64_t *c, int64_t *i, int64_t *j)
     *c = q % w->c, *j = q / w->c % w->kw, *i = q / (w->c * w->kw);
 }
 
+// Tap q of the rows-first (i, c, j) order.
+static void rows_first_tap(const Win *w, int64_t q, int64_t *c, int64_t *i, int64_t *j) {
+    *j = q % w->kw, *c = q / w->kw % w->c, *i = q / (w->kw * w->c);
+}
+
 int64_t win_row_of(const Win *w, int64_t q) {
     int64_t c, i, j;
-    hwc_tap(w, q, &c, &i, &j);
+    if (w->rows_first) rows_first_tap(w, q, &c, &i, &j);
+    else hwc_tap(w, q, &c, &i, &j);
     return (c * w->kh + i) * w->kw + j;
+}
+
+void win_depth_range(const Win *w, int64_t r, int64_t *lo, int64_t *hi) {
+    int64_t y0 = r / w->ow % w->oh * w->strh - w->pt0, i0 = 0, i1 = w->kh;   // the window's top row in the image
+    while (i0 < i1 && y0 + i0 * w->dh < 0) i0++;
+    while (i1 > i0 && y0 + (i1 - 1) * w->dh >= w->h0) i1--;
+    *lo = i0 * w->c * w->kw, *hi = i1 * w->c * w->kw;
 }
 
 // A tap (c, i, j): its channel's offset into an image, its row and column
@@ -186,6 +200,16 @@ static int vec_kind(const GemmKern *kn) {
     return WIN_VEC_NONE;
 }
 
+// Skipping the padding's taps needs the in-place panels (a vector kernel with
+// taps tails, stride 1 along the rows) and windows that reach past the top or
+// bottom; KH 1 has nothing to skip. The CNN's 5x5 "same" layers on 14x14
+// images: 8.6% of the products' depth, forward and the input's gradient.
+int win_rows_first(Win *w, const GemmKern *kn) {
+    w->rows_first = !w->taps_rows && w->kh > 1 && w->strw == 1 && (w->pt > 0 || w->pb > 0) && kn->taps &&
+                    kn->taps_tail && vec_kind(kn) != WIN_VEC_NONE;
+    return w->rows_first;
+}
+
 int win_channels_last(Win *w, const GemmKern *kn) {
     w->hwc = w->taps_rows && w->c > 1 && vec_kind(kn) != WIN_VEC_NONE;
     return w->hwc;
@@ -201,6 +225,12 @@ void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt) {
             int64_t c, i, j;
             hwc_tap(w, q, &c, &i, &j);
             toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw * w->sw;
+        }
+    } else if (w->rows_first) {
+        for (int64_t q = 0; q < w->taps; q++) {
+            int64_t c, i, j;
+            rows_first_tap(w, q, &c, &i, &j);
+            toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw;
         }
     } else {
         Tap t = tap_of(w, 0);

@@ -141,10 +141,25 @@ typedef struct {
     // the product's rows (taps) are then in that order, and win_row_of maps them
     // back to the caller's (c, i, j) rows.
     int hwc;
+    // Kernel rows first (win_rows_first, without taps_rows, on the in-place
+    // panels' path): the depth's taps taken in (i, c, j) order, so the taps of
+    // an output row that fall in the top or bottom padding are a run at either
+    // end of the depth, which its panels skip (win_depth_range); the caller's B
+    // rows are permuted to match (win_row_of).
+    int rows_first;
+    int64_t pt0, h0;                       // the padding above and rows of the image before win_setup's copy
 } Win;
 // Asks for channels last; 1 if the kernel kn has vector packers for it (then set).
 int win_channels_last(Win *w, const GemmKern *kn);
-// Tap q (in (i, j, c) order, channels last) as its (c, i, j) index: C's row.
+// Asks for kernel rows first; 1 if it pays (some windows reach into the top or
+// bottom padding) and the kernel kn reads such panels in place (then set).
+int win_rows_first(Win *w, const GemmKern *kn);
+// The depth [*lo, *hi) (taps, rows first) of pixel r's windows that is not in the
+// top or bottom padding: the other products of its row of the window matrix
+// are zeros.
+void win_depth_range(const Win *w, int64_t r, int64_t *lo, int64_t *hi);
+// Tap q (in (i, j, c) order, channels last; or (i, c, j), rows first) as its
+// (c, i, j) index: C's row, or B's.
 int64_t win_row_of(const Win *w, int64_t q);
 #define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
 // A panel of rows pixels from row r0 (mr of them, or fewer when the kernel has
