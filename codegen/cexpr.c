@@ -539,6 +539,100 @@ static const char *gather(Gen *g, Node *n, Index *ix, char *t) {
   return guarded(g, n, ix, t, cond, lit, table, v);
 }
 
+// ---- reductions ------------------------------------------------------------------
+// A reduction's accumulator starts at the op's identity (integer min/max at the
+// type's extreme).
+void cg_acc_init(char *buf, size_t len, Node *n, DType acc) {
+  const char *init = ir_ops[n->op].init;
+  if (ir_is_float(acc) || (strcmp(init, "INFINITY") && strcmp(init, "-INFINITY"))) {
+    snprintf(buf, len, "%s", init);
+    return;
+  }
+  static const char *lo[] = {"0", "INT32_MIN", "INT64_MIN"}, *hi[] = {"1", "INT32_MAX", "INT64_MAX"};
+  snprintf(buf, len, "%s", init[0] == '-' ? lo[acc] : hi[acc]);
+}
+
+// A sum of booleans cast to float (max pooling's tie count) over at most 2^24
+// terms: every partial sum is an integer f32 holds exactly, so the float
+// accumulator gives the double one's result without the conversions.
+static int count_exact(const Node *n) {
+  const Node *s = n->src[0];
+  if (n->op != OP_SUM || s->op != OP_CAST || s->src[0]->dtype != DT_BOOL) return 0;
+  int64_t terms = 1;
+  for (int i = 0; i < s->ndim; i++) {
+    if (!(n->a.i[0] & (1u << i))) continue;
+    if (s->shape[i].sym) return 0;
+    terms *= s->shape[i].k;
+  }
+  return terms <= 1 << 24;
+}
+
+DType cg_reduce_acc(const Node *n) {   // f32 sums in double
+  DType vt = n->src[0]->dtype;
+  return (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD) && !count_exact(n)) ? DT_F64 : vt;
+}
+
+// One element into the accumulator `a` (of type acc): argmax/argmin keep the
+// position, the others apply the op's C template ($0 the accumulator, $1 the value).
+void cg_reduce_step(Gen *g, Node *n, DType acc, const char *a, const char *v) {
+  DType vt = n->src[0]->dtype;
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
+    const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
+    // The first NaN wins, as in NumPy (and as max propagates NaN).
+    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
+    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
+    cg_line(g, "pos++;");
+    return;
+  }
+  const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
+  char expr[256]; size_t e = 0;
+  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
+    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "%s", a); p++; }
+    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
+    else expr[e++] = *p;
+  }
+  expr[e] = 0;
+  cg_line(g, "%s = %s;", a, expr);
+}
+
+// A reduction over a small window computed where it is read (fuse.c leaves it
+// without a buffer: max pooling's tie count, read by its gradient's mask): the
+// window's terms in the order, and into the accumulator, of the reduction
+// kernel it replaces, so the value is the same bit for bit.
+static const char *reduce_inline(Gen *g, Node *n, Index *ix, char *t) {
+  Node *s = n->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0];
+  int keep = (int)n->a.i[1], mark_ind = g->ind;
+  DType acc = cg_reduce_acc(n);
+  char a[16], init[64];
+  cg_need_idx(g, ix);
+  cg_acc_init(init, sizeof init, n, acc);
+  cg_line(g, "%s %s = %s;", cg_ctype(acc), cg_tmp(g, a), init);
+  Index *v = cg_index(g, s->ndim, s->shape);
+  for (int i = 0, o = 0; i < s->ndim; i++) {
+    if (!(axes & (1u << i))) {
+      snprintf(v->idx[i], sizeof v->idx[i], "%s", ix->idx[o++]);
+      continue;
+    }
+    char r[16];
+    cg_tmp(g, r);
+    cg_line(g, "for (int64_t %s = 0; %s < %" PRId64 "; %s++) {", r, r, s->shape[i].k, r);
+    g->ind++;
+    snprintf(v->idx[i], sizeof v->idx[i], "%s", r);
+    o += keep;   // a kept size-1 axis: index 0, not needed
+  }
+  v->has_idx = 1;
+  int mark = g->nmemo;
+  cg_reduce_step(g, n, acc, a, cg_value(g, s, v));
+  g->nmemo = mark;
+  while (g->ind > mark_ind) {
+    g->ind--;
+    cg_line(g, "}");
+  }
+  cg_line(g, "%s %s = (%s)%s;", cg_ctype(n->dtype), cg_tmp(g, t), cg_ctype(n->dtype), a);
+  return memo_add(g, n, ix, t);
+}
+
 const char *cg_compute(Gen *g, Node *n, Index *ix) {
   char t[16];
   switch (ir_ops[n->op].kind) {
@@ -555,8 +649,9 @@ const char *cg_compute(Gen *g, Node *n, Index *ix) {
       snprintf(v, sizeof v, "%s", cg_value(g, n->src[0], view_index(g, n, ix)));
       return memo_add(g, n, ix, v);
     }
+  case K_REDUCE: return reduce_inline(g, n, ix, t);   // fuse.c: small windows only
   default:
-    abort();  // reductions, matmuls and row ops always have buffers (fuse.c)
+    abort();  // matmuls and row ops always have buffers (fuse.c)
   }
 }
 

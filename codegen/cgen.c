@@ -162,31 +162,6 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   end_kernel(g);
 }
 
-static void acc_init(char *buf, size_t len, Node *n, DType acc) {
-  const char *init = ir_ops[n->op].init;
-  if (ir_is_float(acc) || (strcmp(init, "INFINITY") && strcmp(init, "-INFINITY"))) {
-    snprintf(buf, len, "%s", init);
-    return;
-  }
-  static const char *lo[] = {"0", "INT32_MIN", "INT64_MIN"}, *hi[] = {"1", "INT32_MAX", "INT64_MAX"};
-  snprintf(buf, len, "%s", init[0] == '-' ? lo[acc] : hi[acc]);
-}
-
-// A sum of booleans cast to float (max pooling's tie count) over at most 2^24
-// terms: every partial sum is an integer f32 holds exactly, so the float
-// accumulator gives the double one's result without the conversions.
-static int count_exact(Node *n) {
-  Node *s = n->src[0];
-  if (n->op != OP_SUM || s->op != OP_CAST || s->src[0]->dtype != DT_BOOL) return 0;
-  int64_t terms = 1;
-  for (int i = 0; i < s->ndim; i++) {
-    if (!(n->a.i[0] & (1u << i))) continue;
-    if (s->shape[i].sym) return 0;
-    terms *= s->shape[i].k;
-  }
-  return terms <= 1 << 24;
-}
-
 // Inner block and reduction extents of a reduction kernel with constant
 // dimensions, or 0 where a dimension is symbolic.
 static int64_t const_prod(const Dim *d, int from, int to) {
@@ -199,29 +174,6 @@ static int64_t const_prod(const Dim *d, int from, int to) {
 }
 
 #define SUM_LANES 8
-
-// One element into the accumulator `a` (of type acc): argmax/argmin keep the
-// position, the others apply the op's C template ($0 the accumulator, $1 the value).
-static void reduce_step(Gen *g, Node *n, DType acc, const char *a, const char *v) {
-  DType vt = n->src[0]->dtype;
-  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN) {
-    const char *cmp = n->op == OP_ARGMAX ? ">" : "<";
-    // The first NaN wins, as in NumPy (and as max propagates NaN).
-    if (ir_is_float(vt)) cg_line(g, "if (%s %s acc || (%s != %s && acc == acc)) { acc = %s; best = pos; }", v, cmp, v, v, v);
-    else cg_line(g, "if (%s %s acc) { acc = %s; best = pos; }", v, cmp, v);
-    cg_line(g, "pos++;");
-    return;
-  }
-  const char *tpl = vt == DT_F32 ? ir_ops[n->op].c_f32 : ir_ops[n->op].c_f64;
-  char expr[256]; size_t e = 0;
-  for (const char *p = tpl; *p && e < sizeof expr - 40; p++) {
-    if (*p == '$' && p[1] == '0') { e += snprintf(expr + e, sizeof expr - e, "%s", a); p++; }
-    else if (*p == '$' && p[1] == '1') { e += snprintf(expr + e, sizeof expr - e, "(%s)%s", cg_ctype(acc), v); p++; }
-    else expr[e++] = *p;
-  }
-  expr[e] = 0;
-  cg_line(g, "%s = %s;", a, expr);
-}
 
 // A reduction kernel's head: one row r of the output's leading kept axes [0, sp)
 // per iteration, unraveled once; the operand's index with those axes filled in,
@@ -258,7 +210,7 @@ static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char 
   Dim red[IR_MAXDIM];
   int nred = 0;
   Index *ix = reduce_begin(g, K, k, kept, kshape, nk, sp, L, sizeof L);
-  acc_init(init, sizeof init, n, acc);
+  cg_acc_init(init, sizeof init, n, acc);
   cg_line(g, "%s acc[%s];", cg_ctype(acc), L);
   cg_line(g, "for (int64_t q = 0; q < %s; q++) acc[q] = %s;", L, init);
   for (int i = 0; i < s->ndim; i++) {
@@ -277,7 +229,7 @@ static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char 
     g->ind++;
   }
   ix->has_idx = 1;
-  reduce_step(g, n, acc, "acc[q]", cg_value(g, s, ix));
+  cg_reduce_step(g, n, acc, "acc[q]", cg_value(g, s, ix));
   cg_line(g, "q++;");
   while (g->ind > 2) { g->ind--; cg_line(g, "}"); }
   cg_line(g, "for (int64_t q = 0; q < %s; q++) b%d[r*%s + q] = (%s)acc[q];", L, K->out, L, cg_ctype(n->dtype));
@@ -309,10 +261,6 @@ static int64_t cols_block(const Node *n) {
   return L >= 2 && L <= TAPS_MAX_BLOCK ? L : 0;
 }
 
-static DType reduce_acc(const Node *n) {   // f32 sums in double
-  DType vt = n->src[0]->dtype;
-  return (vt == DT_F32 && (n->op == OP_SUM || n->op == OP_PROD) && !count_exact((Node *)n)) ? DT_F64 : vt;
-}
 
 // The rows, the rows per chunk and the scratch bytes of a column reduction, as C expressions.
 static void cols_sizes(const Node *n, int64_t L, char *R, char *nch, char *bytes) {
@@ -321,18 +269,18 @@ static void cols_sizes(const Node *n, int64_t L, char *R, char *nch, char *bytes
   cg_prod(R, 128, s->shape, 0, nred);
   int64_t ch = COL_CHUNK / L;
   snprintf(nch, 160, "((%s + %lld) / %lld)", R, (long long)ch - 1, (long long)ch);
-  snprintf(bytes, 256, "(size_t)%s * %lld * %zu", nch, (long long)L, ir_dtype_size(reduce_acc(n)));
+  snprintf(bytes, 256, "(size_t)%s * %lld * %zu", nch, (long long)L, ir_dtype_size(cg_reduce_acc(n)));
 }
 
 static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *work, char *grain, char *chunks) {
   Node *n = K->node, *s = n->src[0];
-  DType acc = reduce_acc(n);
+  DType acc = cg_reduce_acc(n);
   int nred = __builtin_popcount((uint32_t)n->a.i[0]);
   int64_t ch = COL_CHUNK / L;
   const char *T = cg_ctype(acc);
   char R[128], bytes[256], init[64];
   cols_sizes(n, L, R, chunks, bytes);
-  acc_init(init, sizeof init, n, acc);
+  cg_acc_init(init, sizeof init, n, acc);
   // Step 1: chunk c's partials at scratch[c*L ...].
   begin_kernel_sfx(g, K, k, "_part");
   cg_line(g, "%s *part = (%s *)A->scratch;", T, T);
@@ -354,7 +302,7 @@ static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *
   cg_need_idx(g, cols);
   for (int i = nred; i < s->ndim; i++) strcpy(ix->idx[i], cols->idx[i - nred]);
   ix->has_idx = 1;
-  reduce_step(g, n, acc, "acc[q]", cg_value(g, s, ix));
+  cg_reduce_step(g, n, acc, "acc[q]", cg_value(g, s, ix));
   g->ind--;
   cg_line(g, "}");
   g->ind--;
@@ -373,7 +321,7 @@ static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *
   g->ind++;
   char v[64];
   snprintf(v, sizeof v, "part[c*%lld + q]", (long long)L);
-  reduce_step(g, n, acc, "acc", v);
+  cg_reduce_step(g, n, acc, "acc", v);
   g->ind--;
   cg_line(g, "}");
   cg_line(g, "b%d[q] = (%s)acc;", K->out, cg_ctype(n->dtype));
@@ -392,7 +340,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   Node *n = K->node, *s = n->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
   int arg = n->op == OP_ARGMAX || n->op == OP_ARGMIN;
-  DType acc = reduce_acc(n);
+  DType acc = cg_reduce_acc(n);
   char d[64], init[64], q[16], inner[128], L[128];
   int kept[IR_MAXDIM], nk = 0;
   Dim kshape[IR_MAXDIM];
@@ -417,7 +365,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", kept[i], kept[i], d, kept[i]);
     g->ind++;
   }
-  acc_init(init, sizeof init, n, acc);
+  cg_acc_init(init, sizeof init, n, acc);
   cg_line(g, "%s acc = %s;", cg_ctype(acc), init);
   if (arg) cg_line(g, "int64_t best = 0, pos = 0;");
   Dim red[IR_MAXDIM]; int nred = 0, last = -1;
@@ -468,7 +416,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   }
   g->ind++;
   if (short_lanes) cg_line(g, "lane[r%d] += (%s)%s;", last, cg_ctype(acc), cg_value(g, s, ix));
-  else reduce_step(g, n, acc, "acc", cg_value(g, s, ix));
+  else cg_reduce_step(g, n, acc, "acc", cg_value(g, s, ix));
   g->ind--;
   cg_line(g, "}");
   g->nmemo = mark;
@@ -1020,4 +968,3 @@ void cg_source_free(CSource *cs) {
 int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]) { return view_of(s, n, off, st); }
 int cg_declare_view(Gen *g, Node *n, const char *p) { return declare_view(g, n, p); }
 int cg_flat_kernel(const Schedule *s, const Kernel *K) { return flat_kernel(s, K); }
-void cg_acc_init(char *buf, size_t len, Node *n, DType acc) { acc_init(buf, len, n, acc); }

@@ -44,12 +44,14 @@ void cg_literal(char *buf, size_t len, DType t, double v);
 void cg_template(char *buf, size_t len, const char *tpl, const char *const *args);  // $0 $1 $2 -> args
 const char *cg_op_text(Op op, DType operands);      // the op's c_f32 or c_f64 text
 
-// From cgen.c, for the CUDA emitter (cuda.c): a kernel's views, its shape of loop,
-// a reduction's starting value.
+// From cgen.c, for the CUDA emitter (cuda.c): a kernel's views, its shape of loop;
+// from cexpr.c, a reduction's starting value, accumulator type and step.
 int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]);   // offset and strides over a buffer
 int cg_declare_view(Gen *g, Node *n, const char *p);                     // `P off`, `P s0`..; the buffer
 int cg_flat_kernel(const Schedule *s, const Kernel *K);                  // reads all at the element it writes
 void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
+DType cg_reduce_acc(const Node *n);                                      // f32 sums in double (counts exact in f32)
+void cg_reduce_step(Gen *g, Node *n, DType acc, const char *a, const char *v);   // a = op(a, v)
 // A row op's row `row` of x (every axis but ax) as offsets: xo into x (from
 // xoff and its strides xs<i>), oo into the contiguous output and, with
 // labels, lo_ into them (strides ls<i>; x's shape without its last axis).
