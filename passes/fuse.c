@@ -82,29 +82,41 @@ static int reduce_inline(const Fuse *f, Node *n) {
   return terms <= INLINE_REDUCE_TERMS;
 }
 
-// An inline reduction read by a kernel that only moves data (a transpose of
-// max pooling's output) gets its buffer back: the mover's strided walk would
-// make each of its reads a window of strided reads (the CNN's pooled [N, 7, 7,
-// 64] to NCHW: 0.9 -> 1.3 ms). n: a kernel's node, searched down to buffers.
-static int reads_inline_reduce(Schedule *s, Node *n, int top, uint8_t *seen) {
-  if (seen[n->id] || (!top && sched_buf(s, n) >= 0)) return 0;
-  seen[n->id] = 1;
-  if (!top && ir_ops[n->op].kind == K_REDUCE) {
-    materialize(s, n);
-    return 1;
-  }
-  int any = 0;
-  for (int i = 0; i < n->nsrc; i++) any |= reads_inline_reduce(s, n->src[i], 0, seen);
-  return any;
+// An inline reduction is recomputed for every element of the kernel that reads
+// it, so it gets its buffer back where that costs: when the kernel has more
+// than INLINE_REDUCE_TERMS elements per value of the reduction (a sum over 8
+// rows read broadcast over 1000 columns would be computed 1000 times), or
+// when its count is unknown; when it is read under another inline reduction;
+// and when the kernel only moves data (a transpose of max pooling's output),
+// whose strided walk makes each of its reads a window of strided reads (the
+// CNN's pooled [N, 7, 7, 64] to NCHW: 0.9 -> 1.3 ms). Pooling's tie count is
+// read by a mask over the window's pixels: 4 elements per value of a 2x2 window.
+static int expands_much(const Node *root, const Node *r) {
+  Dim a, b;
+  if (!ir_dims_product(root, 0, root->ndim, &a) || !ir_dims_product(r, 0, r->ndim, &b)) return 1;
+  if (a.sym != b.sym || !b.k || a.k % b.k) return 1;
+  return a.k / b.k > INLINE_REDUCE_TERMS;
 }
 
-static void movers_keep_reductions(Schedule *s, Node **order, int count) {
-  uint8_t *seen = calloc(s->nid + 1, 1);
-  if (!seen) abort();
-  for (int i = 0; i < count; i++) {
-    Node *n = order[i];
-    if (sched_buf(s, n) >= 0 && ir_ops[n->op].kind == K_MOVE) reads_inline_reduce(s, n, 1, seen);
+static void keep_costly(Schedule *s, Node *root, Node *n, int under, int *seen, int stamp) {
+  if (n != root && (seen[n->id] == stamp || sched_buf(s, n) >= 0)) return;
+  seen[n->id] = stamp;
+  if (n != root && ir_ops[n->op].kind == K_REDUCE) {
+    if (under || ir_ops[root->op].kind == K_MOVE || expands_much(root, n)) {
+      materialize(s, n);
+      keep_costly(s, n, n, 0, seen, -n->id - 1);   // a kernel now: what it reads inline is checked against it
+      return;
+    }
+    under = 1;
   }
+  for (int i = 0; i < n->nsrc; i++) keep_costly(s, root, n->src[i], under, seen, stamp);
+}
+
+static void keep_costly_reductions(Schedule *s, Node **order, int count) {
+  int *seen = calloc(s->nid + 1, sizeof(int));   // per kernel: a view read by two is walked in each
+  if (!seen) abort();
+  for (int i = 0; i < count; i++)
+    if (sched_buf(s, order[i]) >= 0 && ir_ops[order[i]->op].kind != K_LEAF) keep_costly(s, order[i], order[i], 0, seen, i + 1);
   free(seen);
 }
 
@@ -227,7 +239,7 @@ Schedule *pass_fuse(IrCtx *c, IrGraph *g, const LowerOpts *o) {
     }
   }
   decide(&f, order, count);
-  movers_keep_reductions(s, order, count);
+  keep_costly_reductions(s, order, count);
   for (int i = 0; i < count; i++) {
     int b = s->buf_of[order[i]->id];
     if (b >= 0 && (s->bufs[b].kind == BUF_TEMP || s->bufs[b].kind == BUF_OUTPUT)) add_kernel(s, order[i], b);

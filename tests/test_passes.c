@@ -959,7 +959,8 @@ static void run_lower_case(const char *name, Build build, int gemm, const char *
 
 // Small reductions computed where they are read (fuse.c): a 3-term sum read
 // by one elementwise kernel has no kernel of its own; a 16-term one does, and so
-// does a 3-term max read by a transpose (a mover's strided walk), or by two kernels.
+// does a 3-term max read by a transpose (a mover's strided walk), or by two
+// kernels, or a sum read broadcast by many more elements than its own.
 static int reduce_kernels(IrCtx *c, Node **outs, int nout) {
   Schedule *s = pass_fuse(c, graph(c, outs, nout), NULL);
   int n = 0;
@@ -981,6 +982,9 @@ static void test_fuse_inline_reduce(void) {
   check(reduce_kernels(c, &t, 1) == 1, "fuse: a small max read by a transpose keeps its kernel");
   Node *both[2] = {ir_unary(c, OP_EXP, mx), ir_unary(c, OP_NEG, mx)};
   check(reduce_kernels(c, both, 2) == 1, "fuse: a small max read by two kernels keeps its kernel");
+  Node *wide = input(c, "w", DT_F32, "B,5,3,40");   // each sum read by 120 elements
+  Node *o3 = ir_binary(c, OP_MUL, wide, ir_reshape(c, small, 4, (Dim[4]){wide->shape[0], dim_c(5), dim_c(1), dim_c(1)}));
+  check(o3 && reduce_kernels(c, &o3, 1) == 1, "fuse: a small sum read broadcast over 120 elements each keeps its kernel");
   ir_ctx_free(c);
 }
 
