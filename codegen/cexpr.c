@@ -558,13 +558,8 @@ void cg_acc_init(char *buf, size_t len, Node *n, DType acc) {
 static int count_exact(const Node *n) {
   const Node *s = n->src[0];
   if (n->op != OP_SUM || s->op != OP_CAST || s->src[0]->dtype != DT_BOOL) return 0;
-  int64_t terms = 1;
-  for (int i = 0; i < s->ndim; i++) {
-    if (!(n->a.i[0] & (1u << i))) continue;
-    if (s->shape[i].sym) return 0;
-    terms *= s->shape[i].k;
-  }
-  return terms <= 1 << 24;
+  int64_t terms = ir_reduce_terms(n);
+  return terms && terms <= 1 << 24;
 }
 
 DType cg_reduce_acc(const Node *n) {   // f32 sums in double

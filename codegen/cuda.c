@@ -256,8 +256,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   cg_prod(st->work, sizeof st->work, kshape, 0, nk);
   cg_prod(R, sizeof R, rshape, 0, nr);
   cg_acc_init(init, sizeof init, n, acc);
-  int64_t terms = 1;
-  for (int i = 0; i < nr && terms; i++) terms = rshape[i].sym ? 0 : terms * rshape[i].k;
+  int64_t terms = ir_reduce_terms(n);
   int brief = terms && terms <= SHORT_REDUCE;
   st->per_block = !brief;
   begin(g, K, k, brief ? " (a thread per output)" : "");

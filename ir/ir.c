@@ -172,6 +172,17 @@ int ir_numel_eq(const Node *a, const Node *b) {
   return ir_shape_eq(a, b) || (ir_dims_product(a, 0, a->ndim, &x) && ir_dims_product(b, 0, b->ndim, &y) && dim_eq(x, y));
 }
 
+int64_t ir_reduce_terms(const Node *n) {
+  const Node *s = n->src[0];
+  int64_t terms = 1;
+  for (int i = 0; i < s->ndim; i++) {
+    if (!(n->a.i[0] & (1u << i))) continue;
+    if (s->shape[i].sym) return 0;
+    terms *= s->shape[i].k;
+  }
+  return terms;
+}
+
 int ir_numel_const(const Node *n, int64_t *out) {
   int64_t m = 1;
   for (int i = 0; i < n->ndim; i++) {

@@ -150,6 +150,7 @@ int ir_numel_const(const Node *n, int64_t *out);     // 1 if the element count i
 // The product of n's axes [from, to) as one Dim; 0 if it would take two symbols (B*T).
 int ir_dims_product(const Node *n, int from, int to, Dim *p);
 int ir_numel_eq(const Node *a, const Node *b);        // the same element count (1 if provably)
+int64_t ir_reduce_terms(const Node *n);              // a reduction's terms per result; 0 if symbolic
 int ir_is_scalar_const(const Node *n, double *v);    // CONST with one element, or a broadcast of one
 double ir_const_at(const Node *n, int64_t i);        // element i of a CONST as double
 int64_t ir_const_int_at(const Node *n, int64_t i);   // ... as an integer (exact for i64)

@@ -70,16 +70,10 @@ enum { MAX_FUSED_DEPTH = 256 };
 // counts: 1.5 ms of its 70 ms step at one thread).
 enum { INLINE_REDUCE_TERMS = 9 };
 
-static int reduce_inline(const Fuse *f, Node *n) {
+static int small_reduction(const Fuse *f, Node *n) {
   if ((n->op != OP_SUM && n->op != OP_PROD && n->op != OP_RMAX && n->op != OP_RMIN) || f->users[n->id] != 1) return 0;
-  int64_t terms = 1;
-  for (int i = 0; i < n->src[0]->ndim; i++) {
-    Dim d = n->src[0]->shape[i];
-    if (!(n->a.i[0] & (1u << i))) continue;
-    if (d.sym) return 0;
-    terms *= d.k;
-  }
-  return terms <= INLINE_REDUCE_TERMS;
+  int64_t terms = ir_reduce_terms(n);
+  return terms && terms <= INLINE_REDUCE_TERMS;
 }
 
 // An inline reduction is recomputed for every element of the kernel that reads
@@ -132,7 +126,7 @@ static void decide(Fuse *f, Node **order, int count) {
       if (sched_buf(s, n->src[j]) < 0 && depth[n->src[j]->id] > dd) dd = depth[n->src[j]->id];
     depth[n->id] = dd + 1;
     if (depth[n->id] > MAX_FUSED_DEPTH && k != K_LEAF) { materialize(s, n); depth[n->id] = 0; }
-    if ((k == K_REDUCE && !reduce_inline(f, n)) || k == K_MATMUL || k == K_ROW || k == K_SCATTER) materialize(s, n);
+    if ((k == K_REDUCE && !small_reduction(f, n)) || k == K_MATMUL || k == K_ROW || k == K_SCATTER) materialize(s, n);
     // Recomputing a shared value in every reader costs more than a buffer.
     if (k == K_EW && f->users[n->id] > 1) materialize(s, n);
     if (n->op == OP_RNG && f->users[n->id] > 1) materialize(s, n);

@@ -370,26 +370,25 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
             if (kn->taps) in_place = win_panel_in_place(g->win, kn->mr, ci + ir, mv, kn->taps_tail != NULL);
             if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, mv, pk, kb, pa);
         }
-        for (int64_t jr = 0; jr < nb; jr += kn->nr) {
+        int64_t skip = 0, kv = kb;   // the panel's depth [skip, skip + kv) of the block: the rest reads padding
+        if (in_place && g->win->rows_first) {
+            int64_t lo, hi;
+            win_depth_range(g->win, ci + ir, &lo, &hi);
+            skip = min64(kb, lo > pk ? lo - pk : 0);
+            kv = (hi < pk + kb ? hi - pk : kb) - skip;
+            if (kv < 0) kv = 0;   // all padding: C's rows are zeros in the block's first panel, else unchanged
+        }
+        for (int64_t jr = 0; jr < nb && (kv || !acc); jr += kn->nr) {
             Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
-            if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk};
+            if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk + skip};
             if (mv == 1 && kn->row_panels && ccs == 1 && ap.ai == 1 && !ap.off && jr + ROW_PANELS * kn->nr <= bp.whole) {
                 kn->row_panels(kb, ap.a, ap.ak, bp.direct + jr, bp.ld, c + ir * crs + jr, acc);
                 jr += (ROW_PANELS - 1) * kn->nr;
                 continue;
             }
             const float *pb = jr < bp.whole ? bp.direct + jr : bp.packed + (jr - bp.whole) * kb;
-            int64_t ldb = jr < bp.whole ? bp.ld : kn->nr, skip = 0, kv = kb;
-            if (in_place && g->win->rows_first) {   // the depth in the padding: zeros
-                int64_t lo, hi;
-                win_depth_range(g->win, ci + ir, &lo, &hi);
-                skip = min64(kb, lo > pk ? lo - pk : 0);
-                kv = (hi < pk + kb ? hi - pk : kb) - skip;
-                if (kv <= 0 && acc) continue;
-                if (kv < 0) kv = 0;   // the block's first panel: C's rows are zeros
-                ap.off += skip;
-            }
+            int64_t ldb = jr < bp.whole ? bp.ld : kn->nr;
             micro(kn, kv, ap, pb + skip * ldb, ldb, c + ir * crs + jr * ccs, crs, ccs, mv, min64(kn->nr, nb - jr), acc);
         }
         // A strip of C^T is mr columns of the caller's C: too narrow to sweep, so

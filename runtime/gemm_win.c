@@ -127,10 +127,15 @@ static void rows_first_tap(const Win *w, int64_t q, int64_t *c, int64_t *i, int6
     *j = q % w->kw, *c = q / w->kw % w->c, *i = q / (w->kw * w->c);
 }
 
+// Tap q of the product's order when it is not the caller's (c, i, j).
+static void reordered_tap(const Win *w, int64_t q, int64_t *c, int64_t *i, int64_t *j) {
+    if (w->rows_first) rows_first_tap(w, q, c, i, j);
+    else hwc_tap(w, q, c, i, j);
+}
+
 int64_t win_row_of(const Win *w, int64_t q) {
     int64_t c, i, j;
-    if (w->rows_first) rows_first_tap(w, q, &c, &i, &j);
-    else hwc_tap(w, q, &c, &i, &j);
+    reordered_tap(w, q, &c, &i, &j);
     return (c * w->kh + i) * w->kw + j;
 }
 
@@ -220,17 +225,11 @@ void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt) {
     if (pf) pad_into(w, scratch, rt);
     if (w->sw != 1 && !w->hwc) return;
     int64_t *toff = (int64_t *)(scratch + (pf + 1) / 2 * 2);
-    if (w->hwc) {
-        for (int64_t q = 0; q < w->taps; q++) {   // (i, j, c): a pixel's channels, tap by tap
-            int64_t c, i, j;
-            hwc_tap(w, q, &c, &i, &j);
-            toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw * w->sw;
-        }
-    } else if (w->rows_first) {
+    if (w->hwc || w->rows_first) {   // (i, j, c): a pixel's channels, tap by tap; or (i, c, j)
         for (int64_t q = 0; q < w->taps; q++) {
             int64_t c, i, j;
-            rows_first_tap(w, q, &c, &i, &j);
-            toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw;
+            reordered_tap(w, q, &c, &i, &j);
+            toff[q] = c * w->sc + i * w->dh * w->sh + j * w->dw * w->sw;
         }
     } else {
         Tap t = tap_of(w, 0);
