@@ -749,9 +749,29 @@ static double tile_cost(int64_t mb, int64_t nb, int64_t mr, int64_t nr) {
 // 128 x 512 products' whole-row cuts cost 10.2% more); the CNN's 128x3136x1024,
 // 14% more, stays cut into columns, which measured 10% faster there.
 #define WHOLE_LINES 1.11
+
+// A product's work in multiply-adds, for the thread count it gets: its own,
+// plus STREAM_COST for each value of an operand of half of L2 or more, which
+// does not stay there from one call to the next and is read from L3 or
+// memory every time (a smaller one, logreg's 200 KB x, must not: see above).
+// That is what a matrix-vector product waits on: the MLP's inference at batch
+// 1 (1 x 512 x 784 and 1 x 512 x 512, 0.4M and 0.26M multiply-adds) reads its
+// 1.6 and 1 MB of weights in 0.10 ms on one thread and 0.05 ms on two (Xeon,
+// kiln_harness, alternating runs). 25: one core streams about 15 GB/s from L3
+// (3.75G floats/s) and does 95G multiply-adds/s.
+#define STREAM_COST 25
+static double tile_work(const Gemm *g) {
+    pthread_once(&caches_once, read_caches);
+    double k = g->k ? g->k : 1, work = g->m * g->n * k, big = l2_bytes / 2.0;
+    int64_t size = g->f64 ? 8 : 4;
+    if (g->m * k * size >= big) work += STREAM_COST * g->m * k;
+    if (g->n * k * size >= big) work += STREAM_COST * g->n * k;
+    return work;
+}
+
 static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t nr) {
     int64_t per = threads / gcd(batch, threads);   // tiles per product
-    double most = (double)g->m * g->n * (g->k ? g->k : 1) / TILE_MIN_WORK;
+    double most = tile_work(g) / TILE_MIN_WORK;
     if (per > most) per = most > 1 ? (int64_t)most : 1;
     int64_t tm = 1;
     int64_t whole = g->c_cs == 1 ? per : g->c_rs == 1 ? 1 : 0;   // the tm that leaves C's contiguous lines uncut

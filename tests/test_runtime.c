@@ -433,6 +433,9 @@ static void test_gemm(void) {
         {"row-major 130x70x300", {RM(1, 130, 70, 300), 0}},
         {"vector times matrix (m = 1)", {RM(1, 1, 50, 60), 0}},
         {"matrix times vector (n = 1)", {RM(1, 50, 1, 60), 0}},
+        // Operands of 6 MB: streamed from memory, so cut over the threads though small in multiply-adds.
+        {"vector times a large matrix (m = 1)", {RM(1, 1, 1500, 1000), 0}},
+        {"large matrix times vector (n = 1)", {RM(1, 1500, 1, 1000), 0.5}},
         {"k = 0 gives beta * C", {RM(1, 5, 6, 0), 0.5}},
         {"k = 0, beta 0 gives zeros", {RM(1, 5, 6, 0), 0}},
         {"beta 0.5 accumulates", {RM(1, 33, 31, 70), 0.5}},
@@ -481,6 +484,22 @@ static void test_gemm(void) {
         gemm_epi = 0;
         check(ok && gemm_epi_cols == 512, "gemm 512x512 transpose(a) @ b on 2 threads: the epilogue gets whole rows "
               "(narrowest piece %lld)", (long long)gemm_epi_cols);
+        rt_free_ctx(rt2);
+    }
+    // A matrix-vector product is cut over the threads where its matrix is read
+    // from L3 or memory each call (plan_tiles' tile_work: half of L2 or more),
+    // though its multiply-adds alone are fewer than 2 x 2^18.
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 < (128 << 10) || l2 > (64 << 20)) l2 = 1 << 20;   // gemm.c's default
+    int64_t mv_k = (l2 / 2 / 4 + 511) / 512;
+    if (mv_k * 512 < 2 << 18) {
+        KRt *rt2 = rt_new(2);
+        GemmCase mv = {1, 1, 512, mv_k, 0, mv_k, 1, 0, 512, 1, 0, 512, 1, 0};
+        gemm_epi = 1;
+        int ok = gemm_case(rt2, 0, &mv);
+        gemm_epi = 0;
+        check(ok && gemm_epi_cols == 256, "gemm 1x512x%lld (a %ld KiB matrix) on 2 threads: cut in halves (narrowest "
+              "piece %lld)", (long long)mv_k, (long)(mv_k * 2), (long long)gemm_epi_cols);
         rt_free_ctx(rt2);
     }
     KRt *rt = rt_new(2);   // the tile grid follows the pool's size as it changes
