@@ -206,6 +206,11 @@ Program *pipe_compile(Pipe *p, IrGraph *g, char *err, size_t errlen) {
     if (!g) { snprintf(err, errlen, "internal error in pass %s: %s", graph_passes[i].name, p->c->err); return NULL; }
     if (stop_at(p, graph_passes[i].name, g, NULL)) return NULL;
   }
+  if (p->lower.gemm && !(g = pass_biasgrad(p->c, g))) {
+    snprintf(err, errlen, "internal error in pass biasgrad: %s", p->c->err);
+    return NULL;
+  }
+  if (stop_at(p, "biasgrad", g, NULL)) return NULL;
   Schedule *s = pass_fuse(p->c, g, &p->lower);
   if (stop_at(p, "fuse", g, s)) { sched_free(s); return NULL; }
   pass_lower(s, &p->lower);

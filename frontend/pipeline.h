@@ -9,7 +9,7 @@
 #include "runtime/rt.h"
 
 // The stages `kiln ir --after=STAGE` can show, in pipeline order.
-#define PIPE_STAGES "ir fold convgrad simplify stability dce fuse lower epilogue plan"
+#define PIPE_STAGES "ir fold convgrad simplify stability dce biasgrad fuse lower epilogue plan"
 // Not a stage: as dump_after, `kiln ir --stats` (the planned schedule's
 // kernels, workspace, argument sizes and matmul strategies) in place of the graph.
 #define PIPE_STATS "stats"

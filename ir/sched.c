@@ -63,6 +63,12 @@ Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows) {
     if (sched_buf(s, a) >= 0 || a->a.i[0] != 1) return NULL;
     *taps_rows = 1;
     a = a->src[0];
+    double one;
+    if (a->op == OP_CONCAT && a->nsrc == 2 && a->a.i[0] == 1 && sched_buf(s, a) < 0 && dim_is(a->src[1]->shape[1], 1) &&
+        ir_is_scalar_const(a->src[1], &one) && one == 1) {
+      *taps_rows = 2;
+      a = a->src[0];
+    }
   }
   if (a->op != OP_RESHAPE || a->ndim != 2 || sched_buf(s, a) >= 0) return NULL;
   Node *w = a->src[0];

@@ -68,8 +68,10 @@ int sched_col2im_rows(const Schedule *s, const Node *n);
 // Implicit im2col: the IM2COL node whose window matrix is matmul mm's left
 // operand, for rt_gemm_*_win to pack from the image. mm must be one float
 // product (2-D) of reshape(IM2COL) as [N*OH*OW, C*KH*KW], or of its transpose
-// (*taps_rows = 1: a weight gradient), with a zero fill, and neither the
-// reshape nor the windows may have a buffer. NULL if not.
+// (*taps_rows = 1: a weight gradient), or the transpose of that matrix with a
+// column of ones after it (*taps_rows = 2: a weight gradient with its bias's
+// gradient as the last row, passes/biasgrad.c), with a zero fill, and neither
+// the reshape, the concatenation nor the windows may have a buffer. NULL if not.
 Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows);
 // True if every path from root (a kernel's expression) to buffer node b goes
 // through elementwise ops of b's shape only: the kernel reads element i of b

@@ -63,7 +63,10 @@ static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
     K->strategy = MM_GEMM;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
     snprintf(K->why, sizeof K->why, "gemm: m*n*k = %s, %s packed from the image buf%d (implicit im2col)", w,
-             taps_rows ? "A^T: the windows" : "A: the windows", img);
+             taps_rows == 2 ? "A^T and a row of ones (the bias's gradient): the windows"
+             : taps_rows    ? "A^T: the windows"
+                            : "A: the windows",
+             img);
   } else if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: rt_gemm turned off");
   else if (n->dtype != DT_F32 && n->dtype != DT_F64)
     snprintf(K->why, sizeof K->why, "loops: %s has no BLIS product", ir_dtype_name(n->dtype));

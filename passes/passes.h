@@ -33,6 +33,9 @@ IrGraph *pass_convgrad(IrCtx *c, IrGraph *g);   // an im2col conv's input gradie
 IrGraph *pass_simplify(IrCtx *c, IrGraph *g);   // algebraic identities
 IrGraph *pass_stability(IrCtx *c, IrGraph *g);  // numerically stable forms
 IrGraph *pass_dce(IrCtx *c, IrGraph *g);        // dead code: what the outputs do not reach
+// A conv's bias gradient as a row of ones under its weights' gradient's windows^T
+// (the pipeline runs it where products go to rt_gemm: LowerOpts.gemm).
+IrGraph *pass_biasgrad(IrCtx *c, IrGraph *g);
 
 // ---- scheduling: graph -> kernels -> buffers (ir/sched.h) -----------------------
 #include "ir/sched.h"

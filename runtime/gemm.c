@@ -885,7 +885,7 @@ void rt_gemm_f64(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const 
 static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int taps_rows) {
     Win w;
     win_init(&w, x, geom, taps_rows);
-    if (g->m != (taps_rows ? w.taps : w.pixels) || g->k != (taps_rows ? w.pixels : w.taps)) abort();
+    if (g->m != (taps_rows ? w.taps + w.ones : w.pixels) || g->k != (taps_rows ? w.pixels : w.taps)) abort();
     g->a = x, g->a_rs = g->a_cs = 0;
     unit_axes(g->k, g->n, &g->b_rs, &g->b_cs);
     unit_axes(g->m, g->n, &g->c_rs, &g->c_cs);
@@ -930,12 +930,12 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         w.hwc = w.rows_first = 0;
     }
     size_t esize = g->f64 ? sizeof(double) : sizeof(float);
-    void *cols = rt_alloc(esize * (size_t)(w.pixels * w.taps));
+    void *cols = rt_alloc(esize * (size_t)(w.pixels * (w.taps + w.ones)));
     if (!cols) abort();   // as any workspace the plan did not size: out of memory
     if (g->f64) win_materialize_f64(&w, cols);
     else win_materialize_f32(&w, cols);
     g->a = cols;
-    g->a_rs = taps_rows ? 1 : w.taps, g->a_cs = taps_rows ? w.taps : 1;
+    g->a_rs = taps_rows ? 1 : w.taps, g->a_cs = taps_rows ? w.taps + w.ones : 1;
     gemm(rt, g, 1);
     rt_free(cols);
 }

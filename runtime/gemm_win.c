@@ -37,7 +37,8 @@ static void win_read(Win *w, const int64_t *geom) {
 void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
     win_read(w, geom);
     w->x = x;
-    w->taps_rows = taps_rows;
+    w->taps_rows = taps_rows != 0;
+    w->ones = taps_rows == RT_WIN_TAPS_ONES;
     w->toff = NULL, w->vec = 0, w->hwc = 0, w->rows_first = 0;
     w->pt0 = w->pt, w->h0 = w->h;
     // Rows and columns the windows reach past the image's end.
@@ -134,6 +135,7 @@ static void reordered_tap(const Win *w, int64_t q, int64_t *c, int64_t *i, int64
 }
 
 int64_t win_row_of(const Win *w, int64_t q) {
+    if (q >= w->taps) return q;   // the row of ones stays last
     int64_t c, i, j;
     reordered_tap(w, q, &c, &i, &j);
     return (c * w->kh + i) * w->kw + j;
@@ -395,31 +397,43 @@ static void pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, 
     }
 }
 
+// The taps' rows by the packers above; the row of ones after them (w->ones) is
+// one lane set to 1 in its panel: the packers zero the lanes past their rows,
+// and a panel of its own is cleared here.
 void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
+    int64_t taps = w->taps - q0 < mb ? w->taps - q0 : mb;
+    if (taps > 0) {
 #ifdef WIN_X86
-    if (w->vec != WIN_VEC_NONE) {
-        if (w->vec == WIN_VEC_AVX512) pack_taps_avx512(w, mr, q0, mb, p0, kb, dst);
-        else pack_taps_avx2(w, mr, q0, mb, p0, kb, dst);
-        return;
-    }
+        if (w->vec == WIN_VEC_AVX512) pack_taps_avx512(w, mr, q0, taps, p0, kb, dst);
+        else if (w->vec == WIN_VEC_AVX2) pack_taps_avx2(w, mr, q0, taps, p0, kb, dst);
+        else
 #endif
-    pack_taps(w, mr, q0, mb, p0, kb, dst);
+            pack_taps(w, mr, q0, taps, p0, kb, dst);
+    }
+    if (taps >= mb) return;
+    if (taps < 0) taps = 0;   // (a block past the taps begins at the row of ones)
+    float *d = dst + taps / mr * mr * kb;
+    int lane = (int)(taps % mr);
+    if (!lane) memset(d, 0, sizeof(float) * (size_t)(mr * kb));
+    for (int64_t p = 0; p < kb; p++) d[p * mr + lane] = 1;
 }
 
-// The whole window matrix, [pixels, taps] row-major, for the paths that take
+// The whole window matrix, [pixels, taps] row-major (and the column of ones), for the paths that take
 // strided operands (f64, BLIS, the loops). T: float or double.
 #define DEFINE_MATERIALIZE(NAME, T)                                                             \
     void NAME(const Win *w, T *dst) {                                                           \
         const T *x = w->x;                                                                      \
-        for (int64_t r = 0; r < w->pixels; r++) {                                               \
+        int64_t cols = w->taps + w->ones;                                                       \
+        for (int64_t r = 0; r < w->pixels; r++) {                                              \
             Pixel px = pixel_of(w, r);                                                          \
+            if (w->ones) dst[r * cols + w->taps] = 1;                                           \
             for (int64_t q = 0; q < w->taps; q++) {                                             \
                 Tap t = tap_of(w, q);                                                           \
                 int64_t y = px.oh * w->strh - w->pt + t.dy, xx = px.ow0 * w->strw - w->pl + t.dx; \
                 T v = 0;                                                                        \
                 if (y >= 0 && y < w->h && xx >= 0 && xx < w->w)                                 \
                     v = x[px.n * w->sn + t.coff + y * w->sh + xx * w->sw];                      \
-                dst[r * w->taps + q] = v;                                                       \
+                dst[r * cols + q] = v;                                                          \
             }                                                                                   \
         }                                                                                       \
     }

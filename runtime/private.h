@@ -132,6 +132,7 @@ typedef struct {
     int64_t pb, pr;                        // how far the windows reach past the bottom, right
     int64_t pixels, taps;                  // n*oh*ow and c*kh*kw
     int taps_rows;
+    int ones;                              // taps_rows and a last row of ones (RT_WIN_TAPS_ONES)
     int inside;                            // no padding: every window is inside the image
     const int64_t *toff;                   // each tap's offset into an image (unit column stride), or NULL
     int vec;                               // the packers' masked moves: WIN_VEC_*
@@ -184,10 +185,10 @@ void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt);
 // An A micro-panel of rows [r0, r0+rows) (pixels; zero past rows, up to mr) and
 // depth [q0, q0+kb) (taps): dst[p*mr + i], as gemm.c's pack_a lays it out.
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst);
-// An A block of the transpose: rows [q0, q0+mb) (taps) in mr-row micro-panels,
-// depth [p0, p0+kb) (pixels): dst[panel*mr*kb + p*mr + i].
+// An A block of the transpose: rows [q0, q0+mb) (taps, then the row of ones if
+// w->ones) in mr-row micro-panels, depth [p0, p0+kb) (pixels): dst[panel*mr*kb + p*mr + i].
 void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst);
-// The whole matrix, [pixels, taps] row-major.
+// The whole matrix, [pixels, taps] row-major (a last column of ones if w->ones).
 void win_materialize_f32(const Win *w, float *dst);
 void win_materialize_f64(const Win *w, double *dst);
 

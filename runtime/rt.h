@@ -141,13 +141,16 @@ void rt_gemm_f64_epi(KRt *rt, int64_t batch, int64_t m, int64_t n, int64_t k,
 //   W[(n*OH + oh)*OW + ow][(c*KH + i)*KW + j] = x[n, c, oh*SH - PT + i*DH, ow*SW - PL + j*DW]
 // and 0 where that falls outside x. A = W (m = N*OH*OW, k = C*KH*KW: a convolution's
 // forward product) or, with taps_rows, A = W^T (m = C*KH*KW, k = N*OH*OW: its weights'
-// gradient). One product (no batch); C is written through its strides; epi may be NULL.
-// The result is bit for bit the one rt_gemm_*_epi gives on the materialized matrix.
+// gradient); with taps_rows RT_WIN_TAPS_ONES, A = W^T and a last row of ones (m =
+// C*KH*KW + 1): C's last row is then the sum of B's rows, the bias's gradient, in the
+// same product. One product (no batch); C is written through its strides; epi may be
+// NULL. The result is bit for bit the one rt_gemm_*_epi gives on the materialized matrix.
 enum {
     RT_WIN_N, RT_WIN_C, RT_WIN_H, RT_WIN_W, RT_WIN_SN, RT_WIN_SC, RT_WIN_SH, RT_WIN_SW,
     RT_WIN_KH, RT_WIN_KW, RT_WIN_STRIDE_H, RT_WIN_STRIDE_W, RT_WIN_PAD_T, RT_WIN_PAD_L,
     RT_WIN_DIL_H, RT_WIN_DIL_W, RT_WIN_OH, RT_WIN_OW, RT_WIN_NGEOM
 };
+enum { RT_WIN_TAPS_ONES = 2 };
 void rt_gemm_f32_win(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, int taps_rows,
                      const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta,
                      RtGemmEpilogue epi, void *ctx);

@@ -1210,7 +1210,9 @@ static void test_npy(void) {
 // Kiln's f32 kernels may take a window's taps kernel rows first ((i, c, j), so
 // that a panel skips the rows in the padding): the product then sums in that
 // order, and equals, bit for bit, the materialized matrix's with its columns
-// and B's rows in that order (the skipped terms are exact zeros).
+// and B's rows in that order (the skipped terms are exact zeros). The weights'
+// gradient with a row of ones (RT_WIN_TAPS_ONES) equals the materialized matrix's
+// with a column of ones.
 //
 
 // xsw: the image's column stride; cl: channels last (x's channels adjacent, a
@@ -1231,11 +1233,12 @@ static int win_case(KRt *rt, int f64, const WinCase *t, int taps_rows, int epi) 
     int64_t sw = t->xsw, sh = t->w * sw + 3, sc = t->h * sh + 1, sn = t->c * sc + 2;   // gaps between rows etc.
     if (t->cl) sc = 1, sw = t->c * t->xsw, sh = t->w * sw + 3, sn = t->h * sh + 2;
     int64_t pixels = t->n * oh * ow, taps = t->c * t->kh * t->kw, nx = t->n * sn;
-    int64_t m = taps_rows ? taps : pixels, k = taps_rows ? pixels : taps, n = t->cols;
+    int64_t tc = taps + (taps_rows == RT_WIN_TAPS_ONES);   // the materialized matrix's columns (and the ones)
+    int64_t m = taps_rows ? tc : pixels, k = taps_rows ? pixels : taps, n = t->cols;
     int64_t geom[RT_WIN_NGEOM] = {t->n, t->c, t->h, t->w, sn, sc, sh, sw, t->kh, t->kw, t->sh, t->sw, t->pt, t->pl,
                                   t->dh, t->dw, oh, ow};
     size_t es = f64 ? sizeof(double) : sizeof(float);
-    char *x = calloc(nx, es), *cols = calloc(pixels * taps, es), *b = calloc(k * n, es);
+    char *x = calloc(nx, es), *cols = calloc(pixels * tc, es), *b = calloc(k * n, es);
     char *c0 = calloc(m * n, es), *c1 = calloc(m * n, es), *c2 = calloc(m * n, es);
     float *cols2 = calloc(pixels * taps, sizeof(float)), *b2 = calloc(k * n, sizeof(float));   // rows first
     uint64_t seed = 7;
@@ -1255,14 +1258,16 @@ static int win_case(KRt *rt, int f64, const WinCase *t, int taps_rows, int epi) 
                             int64_t iy = y * t->sh - t->pt + i * t->dh, ix = xo * t->sw - t->pl + j * t->dw;
                             int in = iy >= 0 && iy < t->h && ix >= 0 && ix < t->w;
                             int64_t at = nn * sn + ch * sc + iy * sh + ix * sw;
-                            if (f64) ((double *)cols)[r * taps + q] = in ? ((double *)x)[at] : 0;
-                            else ((float *)cols)[r * taps + q] = in ? ((float *)x)[at] : 0;
+                            if (f64) ((double *)cols)[r * tc + q] = in ? ((double *)x)[at] : 0;
+                            else ((float *)cols)[r * tc + q] = in ? ((float *)x)[at] : 0;
+                            if (tc > taps && f64) ((double *)cols)[r * tc + taps] = 1;
+                            else if (tc > taps) ((float *)cols)[r * tc + taps] = 1;
                             int64_t q2 = (i * t->c + ch) * t->kw + j;
-                            if (!f64) cols2[r * taps + q2] = ((float *)cols)[r * taps + q];
+                            if (!f64 && !taps_rows) cols2[r * taps + q2] = ((float *)cols)[r * tc + q];
                             if (!f64 && !taps_rows && r == 0)
                                 for (int64_t jn = 0; jn < n; jn++) b2[q2 * n + jn] = ((float *)b)[q * n + jn];
                         }
-    int64_t ars = taps_rows ? 1 : taps, acs = taps_rows ? taps : 1;
+    int64_t ars = taps_rows ? 1 : taps, acs = taps_rows ? tc : 1;
     int *visits = calloc(m * n, sizeof(int));
     win_visits = visits;
     if (f64) {
@@ -1299,6 +1304,7 @@ static void test_gemm_windows(void) {
         {1, 2, 9, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, 1, 1},  // 28-pixel rows, channels last
         {8, 1, 28, 28, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 32, 1},    // the CNN's first layer: its weight gradient's depth cut per thread
         {2, 32, 6, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 96, 1},     // 800 taps over several KC panels: a top row's first ones all padding
+        {2, 7, 6, 6, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1, 10, 1, 1},   // 28 taps: the row of ones begins a 14-row panel
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
@@ -1310,12 +1316,15 @@ static void test_gemm_windows(void) {
             int bad = 0, total = 0;
             for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
                 for (int f64 = 0; f64 < 2; f64++)
-                    for (int taps_rows = 0; taps_rows < 2; taps_rows++)
+                    for (int taps_rows = 0; taps_rows <= RT_WIN_TAPS_ONES; taps_rows++)
                         for (int epi = 0; epi < 2; epi++, total++)
                             if (!win_case(rt, f64, &cases[i], taps_rows, epi)) {
                                 if (!bad++)
                                     printf("# window case %zu %s %s%s differs\n", i, f64 ? "f64" : "f32",
-                                           taps_rows ? "taps x pixels" : "pixels x taps", epi ? " with epilogue" : "");
+                                           taps_rows == RT_WIN_TAPS_ONES ? "taps and ones x pixels"
+                                           : taps_rows                   ? "taps x pixels"
+                                                                         : "pixels x taps",
+                                           epi ? " with epilogue" : "");
                             }
             check(!bad, "gemm of windows = gemm of the materialized windows, bit for bit: KILN_GEMM=%s, %d thread%s, %d cases",
                   kinds[q], threads, threads > 1 ? "s" : "", total);

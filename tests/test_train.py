@@ -496,6 +496,9 @@ def t_implicit_im2col():
     rc, out, err = kiln_ir(WIN_MODEL, "--after=lower")
     n = out.count("(implicit im2col)")
     check("kiln ir --after=lower shows products reading their windows from the image", rc == 0 and n >= 4, out + err)
+    # The two im2col layers' bias gradients are the last rows of their kernels' (passes/biasgrad.c).
+    n = out.count("A^T and a row of ones (the bias's gradient)")
+    check("the im2col layers' bias gradients come out of their kernels' products (%d)" % n, rc == 0 and n == 2, out + err)
     rc, out, err = kiln_ir(WIN_MODEL, "--after=lower", env={"KILN_IMPLICIT_IM2COL": "0"})
     check("KILN_IMPLICIT_IM2COL=0 materializes the windows", rc == 0 and "(implicit im2col)" not in out and " im2col f32" in out,
           out + err)
