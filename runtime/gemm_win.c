@@ -399,7 +399,7 @@ static void pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, 
 
 // The taps' rows by the packers above; the row of ones after them (w->ones) is
 // one lane set to 1 in its panel: the packers zero the lanes past their rows,
-// and a panel of its own is cleared here.
+// and a panel of its own (or a block of only that row: q0 == taps) is cleared here.
 void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst) {
     int64_t taps = w->taps - q0 < mb ? w->taps - q0 : mb;
     if (taps > 0) {
@@ -411,15 +411,14 @@ void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int
             pack_taps(w, mr, q0, taps, p0, kb, dst);
     }
     if (taps >= mb) return;
-    if (taps < 0) taps = 0;   // (a block past the taps begins at the row of ones)
     float *d = dst + taps / mr * mr * kb;
     int lane = (int)(taps % mr);
     if (!lane) memset(d, 0, sizeof(float) * (size_t)(mr * kb));
     for (int64_t p = 0; p < kb; p++) d[p * mr + lane] = 1;
 }
 
-// The whole window matrix, [pixels, taps] row-major (and the column of ones), for the paths that take
-// strided operands (f64, BLIS, the loops). T: float or double.
+// The whole window matrix, [pixels, taps] row-major (and the column of ones),
+// for the paths that take strided operands (f64, BLIS, the loops). T: float or double.
 #define DEFINE_MATERIALIZE(NAME, T)                                                             \
     void NAME(const Win *w, T *dst) {                                                           \
         const T *x = w->x;                                                                      \
