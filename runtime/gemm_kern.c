@@ -225,25 +225,30 @@ DEFINE_ENTRIES(AVX2, body_avx2, avx2, Y_MR)
 
 // A batch of one (a single row against a B read in place): tail1 has two
 // accumulators, so each k waits on the FMA latency, and crosses B's k rows once
-// per 16 columns. Four panels at once: eight chains, and a quarter of the passes.
-AVX2 static void row_panels_avx2(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c,
-                                 int acc) {
-    enum { V = ROW_PANELS * Y_NR / 8 };
-    __m256 s[V];
-#pragma GCC unroll 8
-    for (int j = 0; j < V; j++) s[j] = _mm256_setzero_ps();
-    for (int64_t p = 0; p < k; p++) {
-        __m256 x = _mm256_broadcast_ss(a + p * ak);
-        const float *bp = b + p * ldb;
-#pragma GCC unroll 8
-        for (int j = 0; j < V; j++) s[j] = _mm256_fmadd_ps(x, _mm256_loadu_ps(bp + 8 * j), s[j]);
+// per NR columns. Four panels at once: eight chains, and a quarter of the
+// passes. One definition for AVX2 and AVX-512 (W lanes, VEC, P the intrinsics'
+// prefix). With AVX-512, against tail1 (gemm_kernels, alternating): 1x512x784
+// 34-36 -> 43-60 GFLOP/s, 1x1024x3136 (the CNN's dense layer, 12.8 MB of
+// weights) 10 -> 14 (BLIS 13.7); the CNN's inference at batch 1 0.85-0.91 ->
+// 0.65 ms.
+#define DEFINE_ROW_PANELS(NAME, TARGET, NR, W, VEC, P)                                                     \
+    TARGET static void NAME(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c,  \
+                            int acc) {                                                                     \
+        enum { V = ROW_PANELS * NR / W };                                                                  \
+        VEC s[V];                                                                                          \
+        _Pragma("GCC unroll 8") for (int j = 0; j < V; j++) s[j] = P##_setzero_ps();                       \
+        for (int64_t p = 0; p < k; p++) {                                                                  \
+            VEC x = P##_set1_ps(a[p * ak]);                                                                \
+            const float *bp = b + p * ldb;                                                                 \
+            _Pragma("GCC unroll 8") for (int j = 0; j < V; j++) s[j] =                                     \
+                P##_fmadd_ps(x, P##_loadu_ps(bp + W * j), s[j]);                                           \
+        }                                                                                                  \
+        _Pragma("GCC unroll 8") for (int j = 0; j < V; j++) {                                              \
+            if (acc) s[j] = P##_add_ps(s[j], P##_loadu_ps(c + W * j));                                     \
+            P##_storeu_ps(c + W * j, s[j]);                                                                \
+        }                                                                                                  \
     }
-#pragma GCC unroll 8
-    for (int j = 0; j < V; j++) {
-        if (acc) s[j] = _mm256_add_ps(s[j], _mm256_loadu_ps(c + 8 * j));
-        _mm256_storeu_ps(c + 8 * j, s[j]);
-    }
-}
+DEFINE_ROW_PANELS(row_panels_avx2, AVX2, Y_NR, 8, __m256, _mm256)
 #define Y_TAILS(M) DEFINE_TAILS(AVX2, body_avx2, avx2, M)
 Y_TAILS(1) Y_TAILS(2) Y_TAILS(3) Y_TAILS(4) Y_TAILS(5)
 #undef Y_TAILS
@@ -252,29 +257,8 @@ static const GemmTapsTail taps_tails_avx2[Y_MR] = {NULL, taps1_avx2, taps2_avx2,
 
 DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR)
 
-// AVX-512's batch of one, as row_panels_avx2: ROW_PANELS * 32 columns, eight
-// chains, each row of B read 512 bytes at a time. Against tail1 (gemm_kernels,
-// alternating): 1x512x784 34-36 -> 43-60 GFLOP/s, 1x1024x3136 (the CNN's
-// dense layer, 12.8 MB of weights) 10 -> 14 (BLIS 13.7); the CNN's inference
-// at batch 1 0.85-0.91 -> 0.65 ms.
-AVX512 static void row_panels_avx512(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c,
-                                     int acc) {
-    enum { V = ROW_PANELS * Z_NR / 16 };
-    __m512 s[V];
-#pragma GCC unroll 8
-    for (int j = 0; j < V; j++) s[j] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < k; p++) {
-        __m512 x = _mm512_set1_ps(a[p * ak]);
-        const float *bp = b + p * ldb;
-#pragma GCC unroll 8
-        for (int j = 0; j < V; j++) s[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(bp + 16 * j), s[j]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < V; j++) {
-        if (acc) s[j] = _mm512_add_ps(s[j], _mm512_loadu_ps(c + 16 * j));
-        _mm512_storeu_ps(c + 16 * j, s[j]);
-    }
-}
+DEFINE_ROW_PANELS(row_panels_avx512, AVX512, Z_NR, 16, __m512, _mm512)
+#undef DEFINE_ROW_PANELS
 #endif
 
 static const GemmKern kerns[] = {

@@ -542,34 +542,38 @@ static IrGraph *convgrad_kept(IrCtx *c) {   // stride 2, or 4 channels: left as 
   return graph(c, outs, 2);
 }
 // biasgrad: a conv's weight gradient windows^T @ dY (3x3 windows, padding 1, of
-// an [N, C, H, W] image) and its bias's gradient, dY summed over N, OH, OW.
-static IrGraph *biasgrad_conv(IrCtx *c) {
+// an [N, C, H, W] image x: [C*9, N*H*W]) and its bias's gradient, dY summed over
+// N, OH, OW.
+static Node *windows_t(IrCtx *c, Node *x) {
   int64_t win[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0}, pad_end[2] = {1, 1};
-  Node *x = input(c, "x", DT_F32, "2,3,5,6"), *dy = input(c, "dy", DT_F32, "2,5,6,4");
-  Dim w2[2] = {dim_c(60), dim_c(27)}, d2[2] = {dim_c(60), dim_c(4)};
-  Node *wt = ir_transpose(c, ir_reshape(c, ir_im2col(c, x, win, pad_end), 2, w2), NULL);
-  Node *outs[2] = {ir_matmul(c, wt, ir_reshape(c, dy, 2, d2)), ir_reduce(c, OP_SUM, dy, 7, 1)};
+  Dim w2[2] = {dim_c(x->shape[0].k * x->shape[2].k * x->shape[3].k), dim_c(x->shape[1].k * 9)};
+  return ir_transpose(c, ir_reshape(c, ir_im2col(c, x, win, pad_end), 2, w2), NULL);
+}
+static Node *rows_of(IrCtx *c, Node *dy) {   // [N, OH, OW, O] as [N*OH*OW, O]
+  Dim d2[2] = {dim_c(dy->shape[0].k * dy->shape[1].k * dy->shape[2].k), dy->shape[3]};
+  return ir_reshape(c, dy, 2, d2);
+}
+static IrGraph *biasgrad_conv(IrCtx *c) {
+  Node *dy = input(c, "dy", DT_F32, "2,5,6,4");
+  Node *outs[2] = {ir_matmul(c, windows_t(c, input(c, "x", DT_F32, "2,3,5,6")), rows_of(c, dy)),
+                   ir_reduce(c, OP_SUM, dy, 7, 1)};
   return graph(c, outs, 2);
 }
 // The same with dY in NCHW, transposed to channels last for the product.
 static IrGraph *biasgrad_nchw(IrCtx *c) {
-  int64_t win[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0}, pad_end[2] = {1, 1};
   int hwc[4] = {0, 2, 3, 1};
-  Node *x = input(c, "x", DT_F32, "2,3,5,6"), *dy = input(c, "dy", DT_F32, "2,4,5,6");
-  Dim w2[2] = {dim_c(60), dim_c(27)}, d2[2] = {dim_c(60), dim_c(4)};
-  Node *wt = ir_transpose(c, ir_reshape(c, ir_im2col(c, x, win, pad_end), 2, w2), NULL);
-  Node *outs[2] = {ir_matmul(c, wt, ir_reshape(c, ir_transpose(c, dy, hwc), 2, d2)), ir_reduce(c, OP_SUM, dy, 13, 0)};
+  Node *dy = input(c, "dy", DT_F32, "2,4,5,6");
+  Node *outs[2] = {ir_matmul(c, windows_t(c, input(c, "x", DT_F32, "2,3,5,6")), rows_of(c, ir_transpose(c, dy, hwc))),
+                   ir_reduce(c, OP_SUM, dy, 13, 0)};
   return graph(c, outs, 2);
 }
 // Left alone: a sum over other axes than dY's rows; dY's rows summed where the
 // product's left operand is not windows (a dense layer's x^T @ dY).
 static IrGraph *biasgrad_kept(IrCtx *c) {
-  int64_t win[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0}, pad_end[2] = {1, 1};
-  Node *x = input(c, "x", DT_F32, "1,2,4,4"), *dy = input(c, "dy", DT_F32, "1,4,4,3");
-  Dim w2[2] = {dim_c(16), dim_c(18)}, d2[2] = {dim_c(16), dim_c(3)};
-  Node *wt = ir_transpose(c, ir_reshape(c, ir_im2col(c, x, win, pad_end), 2, w2), NULL);
+  Node *dy = input(c, "dy", DT_F32, "1,4,4,3");
+  Node *wt = windows_t(c, input(c, "x", DT_F32, "1,2,4,4"));
   Node *h = input(c, "h", DT_F32, "5,7"), *dz = input(c, "dz", DT_F32, "5,3");
-  Node *outs[4] = {ir_matmul(c, wt, ir_reshape(c, dy, 2, d2)), ir_reduce(c, OP_SUM, dy, 3, 0),
+  Node *outs[4] = {ir_matmul(c, wt, rows_of(c, dy)), ir_reduce(c, OP_SUM, dy, 3, 0),
                    ir_matmul(c, ir_transpose(c, h, NULL), dz), ir_reduce(c, OP_SUM, dz, 1, 1)};
   return graph(c, outs, 4);
 }
