@@ -130,6 +130,21 @@ def products(T, blas):
     s.add(how + ": a convolution (stride 2, through the windows)", "",
           diff("conv2d(%s, %s, stride=2)" % (lit(img), lit(ker)), ref),
           tol)
+    # A conv layer's kernel and bias gradients in one graph: the bias's is the
+    # last row of the kernel's product, the windows with a column of ones
+    # (passes/biasgrad.c), read in place by the tiled kernel. Windows of over
+    # 4096 values and a computed gradient (sin), so the folder leaves them.
+    img, ker, bias = mat(2, 8, 8, 8), mat(4, 8, 3, 3), mat(4, 1, 1)
+    pad = np.pad(img.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.stack([np.stack([pad[:, :, i:i + 8, j:j + 8] for j in range(3)], -1) for i in range(3)], -2)
+    y = np.einsum("nchwij,ocij->nohw", win, ker) + bias
+    adj = mat(*y.shape)
+    dy = np.cos(y) * adj
+    want = np.concatenate([np.einsum("nchwij,nohw->ocij", win, dy).reshape(-1), dy.sum(axis=(0, 2, 3))])
+    fn = "Fb(k, c) = sum(sin(conv2d(%s, k, pad=1, lowering=\"im2col\") + c) * %s)" % (lit(img), lit(adj))
+    s.add(how + ": a conv layer's kernel and bias gradients, the bias's a row of the kernel's product", [fn],
+          diff("concat([reshape(grad(Fb, 0)(%s, %s), [-1]), reshape(grad(Fb, 1)(%s, %s), [-1])])"
+               % (lit(ker), lit(bias), lit(ker), lit(bias)), want), tol)
     rc = s.run(jobs=2)
     del os.environ["KILN_TEST_DEVICE"]
     os.environ.update(device_env())

@@ -344,6 +344,43 @@ def wide_conv_gradients(S, rng):
         S.threads = None
 
 
+# A conv layer's kernel and bias gradients in one graph: the bias's is the last
+# row of the kernel's product (passes/biasgrad.c), in f32 with the packed
+# windows (1 channel; 16 and 7, channels last) and in f64 with the materialized
+# ones, with and without threads. 28 taps: the row of ones begins a 14-row
+# panel. Images whose windows have over 4096 values (the folder would make
+# smaller ones constants), and the layer's gradient computed (sin), not a
+# constant either.
+BIAS_CONV_CASES = [
+    ((4, 1, 12, 12), (6, 1, 5, 5), 1, "same", 1),
+    ((2, 16, 6, 6), (3, 16, 3, 3), 1, 1, 1),
+    ((4, 7, 12, 12), (3, 7, 2, 2), 1, 0, 1),
+    ((4, 3, 20, 20), (4, 3, 3, 3), 2, 1, 1),
+]
+
+
+def conv_bias_gradients(S, rng):
+    for i, (xs, ws, st, pad, dil) in enumerate(BIAS_CONV_CASES):
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        b = f32(rng.standard_normal((ws[0], 1, 1)))
+        y = conv_ref(x, w, st, pad, dil) + b
+        adj = f32(rng.standard_normal(y.shape))
+        dy = np.cos(y) * adj
+        _, dw = conv_grad_ref(x, w, dy, st, pad, dil)
+        want = np.concatenate([dw.reshape(-1), dy.sum(axis=(0, 2, 3))])
+        for dt in ("f32", "f64"):
+            xn, wn, bn, fn = S.fresh("X"), S.fresh("Wt"), S.fresh("Bb"), S.fresh("F")
+            setup = ["%s = %s" % (xn, lit(x, dt)), "%s = %s" % (wn, lit(w, dt)), "%s = %s" % (bn, lit(b, dt)),
+                     "%s(k, c) = sum(sin(conv2d(%s, k%s) + c) * %s)" % (fn, xn, opt_str(st, pad, dil, "im2col"),
+                                                                        lit(adj, dt))]
+            expr = "concat([reshape(grad(%s, 0)(%s, %s), [-1]), reshape(grad(%s, 1)(%s, %s), [-1])])" % (
+                fn, wn, bn, fn, wn, bn)
+            for S.threads in THREADS:
+                S.add("grad conv layer %d kernel and bias %s threads=%d" % (i, dt, S.threads), setup, [expr],
+                      expect_close(want, rtol=1e-4, atol=1e-4))
+            S.threads = None
+
+
 def gradients(S, rng):
     T = GC(S, rng)
     for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES[:8]):
@@ -403,6 +440,7 @@ def build(S, rng):
     forward(S, rng)
     gradients(S, rng)
     wide_conv_gradients(S, rng)
+    conv_bias_gradients(S, rng)
     pooling(S, rng)
 
 
