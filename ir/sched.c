@@ -55,24 +55,26 @@ int sched_col2im_rows(const Schedule *s, const Node *n) {
   return sched_buf(s, src) >= 0 || (src->op == OP_RESHAPE && sched_buf(s, src->src[0]) >= 0);
 }
 
+static int buffered(const Schedule *s, const Node *n) { return s && sched_buf(s, n) >= 0; }
+
 Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows) {
   if (mm->op != OP_MATMUL || mm->ndim != 2 || (mm->dtype != DT_F32 && mm->dtype != DT_F64)) return NULL;
   Node *a = mm->src[0];
-  *taps_rows = 0;
+  *taps_rows = SCHED_WIN_PIXELS;
   if (a->op == OP_TRANSPOSE) {
-    if (sched_buf(s, a) >= 0 || a->a.i[0] != 1) return NULL;
-    *taps_rows = 1;
+    if (buffered(s, a) || a->a.i[0] != 1) return NULL;
+    *taps_rows = SCHED_WIN_TAPS;
     a = a->src[0];
     double one;
-    if (a->op == OP_CONCAT && a->nsrc == 2 && a->a.i[0] == 1 && sched_buf(s, a) < 0 && dim_is(a->src[1]->shape[1], 1) &&
+    if (a->op == OP_CONCAT && a->nsrc == 2 && a->a.i[0] == 1 && !buffered(s, a) && dim_is(a->src[1]->shape[1], 1) &&
         ir_is_scalar_const(a->src[1], &one) && one == 1) {
-      *taps_rows = 2;
+      *taps_rows = SCHED_WIN_TAPS_ONES;
       a = a->src[0];
     }
   }
-  if (a->op != OP_RESHAPE || a->ndim != 2 || sched_buf(s, a) >= 0) return NULL;
+  if (a->op != OP_RESHAPE || a->ndim != 2 || buffered(s, a)) return NULL;
   Node *w = a->src[0];
-  if (w->op != OP_IM2COL || sched_buf(s, w) >= 0 || w->a.i[8]) return NULL;
+  if (w->op != OP_IM2COL || buffered(s, w) || w->a.i[8]) return NULL;
   return dim_is(a->shape[1], w->shape[3].k * w->shape[4].k * w->shape[5].k) ? w : NULL;
 }
 

@@ -67,11 +67,15 @@ int sched_mm_work(const Node *mm, Dim *factors);
 int sched_col2im_rows(const Schedule *s, const Node *n);
 // Implicit im2col: the IM2COL node whose window matrix is matmul mm's left
 // operand, for rt_gemm_*_win to pack from the image. mm must be one float
-// product (2-D) of reshape(IM2COL) as [N*OH*OW, C*KH*KW], or of its transpose
-// (*taps_rows = 1: a weight gradient), or the transpose of that matrix with a
-// column of ones after it (*taps_rows = 2: a weight gradient with its bias's
-// gradient as the last row, passes/biasgrad.c), with a zero fill, and neither
-// the reshape, the concatenation nor the windows may have a buffer. NULL if not.
+// product (2-D) of reshape(IM2COL) as [N*OH*OW, C*KH*KW] (*taps_rows =
+// SCHED_WIN_PIXELS), or of its transpose (SCHED_WIN_TAPS: a weight gradient),
+// or the transpose of that matrix with a column of ones after it
+// (SCHED_WIN_TAPS_ONES: a weight gradient with its bias's gradient as the last
+// row, passes/biasgrad.c), with a zero fill, and neither the reshape, the
+// concatenation nor the windows may have a buffer (s NULL: before scheduling,
+// when nothing has one). NULL if not. *taps_rows is rt_gemm_*_win's argument
+// (rt.h: 0, 1, RT_WIN_TAPS_ONES).
+enum { SCHED_WIN_PIXELS, SCHED_WIN_TAPS, SCHED_WIN_TAPS_ONES };
 Node *sched_mm_windows(const Schedule *s, const Node *mm, int *taps_rows);
 // True if every path from root (a kernel's expression) to buffer node b goes
 // through elementwise ops of b's shape only: the kernel reads element i of b

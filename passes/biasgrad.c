@@ -15,15 +15,10 @@
 #include "passes.h"
 #include <stdlib.h>
 
-// mm = windows^T @ R: transpose(reshape(IM2COL)) with a zero fill, the
-// windows' [N*OH*OW, C*KH*KW] matrix, as the implicit im2col takes it.
+// mm = windows^T @ R, as the implicit im2col takes it (before scheduling).
 static int windows_product(const Node *mm) {
-  if (mm->op != OP_MATMUL || mm->ndim != 2 || !ir_is_float(mm->dtype)) return 0;
-  const Node *t = mm->src[0];
-  if (t->op != OP_TRANSPOSE || t->a.i[0] != 1) return 0;
-  const Node *r = t->src[0], *w = r->src[0];
-  if (r->op != OP_RESHAPE || r->ndim != 2 || w->op != OP_IM2COL || w->a.i[8]) return 0;
-  return dim_is(r->shape[1], w->shape[3].k * w->shape[4].k * w->shape[5].k);
+  int taps_rows;
+  return sched_mm_windows(NULL, mm, &taps_rows) && taps_rows == SCHED_WIN_TAPS;
 }
 
 // sum adds up the rows of rhs, an [P, O] matrix: sum(rhs, axis 0), or the sum

@@ -63,9 +63,9 @@ static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
     K->strategy = MM_GEMM;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
     snprintf(K->why, sizeof K->why, "gemm: m*n*k = %s, %s packed from the image buf%d (implicit im2col)", w,
-             taps_rows == 2 ? "A^T and a row of ones (the bias's gradient): the windows"
-             : taps_rows    ? "A^T: the windows"
-                            : "A: the windows",
+             taps_rows == SCHED_WIN_TAPS_ONES ? "A^T and a row of ones (the bias's gradient): the windows"
+             : taps_rows == SCHED_WIN_TAPS    ? "A^T: the windows"
+                                              : "A: the windows",
              img);
   } else if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: rt_gemm turned off");
   else if (n->dtype != DT_F32 && n->dtype != DT_F64)
