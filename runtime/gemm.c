@@ -359,12 +359,19 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
         return;
     }
     int64_t whole = g->direct_a ? mb / kn->mr * kn->mr : 0;   // rows read in place
-    int win_rows = g->win && !g->win->taps_rows;
-    if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
+    int win_rows = g->win && !g->win->taps_rows, taps_in_place = g->win && g->win->taps_in_place;
+    int64_t *pix_off = NULL;   // the block's pixels' offsets, after the ones' panel
+    if (taps_in_place) win_pixel_offsets(g->win, pk, kb, pix_off = (int64_t *)(pa + round_up(kn->mr * kb, 16)));
+    else if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
     else if (!win_rows && mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
     for (int64_t ir = 0, mv; ir < mb; ir += mv) {
         const float *in_place = NULL;
         mv = min64(kn->mr, mb - ir);
+        if (taps_in_place) {
+            int64_t q = ci + ir, rows = win_taps_panel_rows(g->win, kn->mr, q, mb - ir);
+            if (rows) mv = rows, in_place = (const float *)g->win->x + g->win->toff[q];
+            else win_pack_taps(g->win, kn->mr, q, mv, pk, kb, pa);
+        }
         if (win_rows) {
             if (kn->taps && kn->taps_tail) mv = win_panel_rows(g->win, kn->mr, ci + ir, mb - ir);
             if (kn->taps) in_place = win_panel_in_place(g->win, kn->mr, ci + ir, mv, kn->taps_tail != NULL);
@@ -379,9 +386,9 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
             if (kv < 0) kv = 0;   // all padding: C's rows are zeros in the block's first panel, else unchanged
         }
         for (int64_t jr = 0; jr < nb && (kv || !acc); jr += kn->nr) {
-            Panel ap = {pa + (win_rows ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
+            Panel ap = {pa + (win_rows || taps_in_place ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
             if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
-            if (in_place) ap = (Panel){in_place, 0, 1, g->win->toff + pk + skip};
+            if (in_place) ap = (Panel){in_place, 0, 1, taps_in_place ? pix_off : g->win->toff + pk + skip};
             if (mv == 1 && kn->row_panels && ccs == 1 && ap.ai == 1 && !ap.off && jr + ROW_PANELS * kn->nr <= bp.whole) {
                 kn->row_panels(kb, ap.a, ap.ak, bp.direct + jr, bp.ld, c + ir * crs + jr, acc);
                 jr += (ROW_PANELS - 1) * kn->nr;
@@ -582,6 +589,8 @@ static void block_sizes(Gemm *g) {
     // Packed A: an MC x KC block, or only one (the last, partial) micro-panel.
     // (16 floats more: the window packers store whole vectors, past the last row.)
     g->a_pack = round_up((by_panel ? kn->mr : g->mc) * g->kc, 16) + 16;
+    if (g->win && g->win->taps_in_place)   // the ones' panel and the pixels' offsets (block)
+        g->a_pack = round_up(kn->mr * g->kc, 16) + 2 * g->kc + 16;
     g->nc = min64(nc, round_up(g->nb, kn->nr));
 }
 
@@ -900,6 +909,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         // order, into a buffer, and go to the caller's C by win_row_of.
         float *rows = taps_rows && win_channels_last(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
         w.hwc = rows != NULL;
+        if (rows) win_taps_in_place(&w, g->kern);
         if (rows) t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
         // Kernel rows first: B's rows (taps) in the same order as the window's.
         float *b_rows = !taps_rows && win_rows_first(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->k * g->n)) : NULL;
@@ -927,7 +937,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         rt_free(rows);
         rt_free(b_rows);
         if (done) return;
-        w.hwc = w.rows_first = 0;
+        w.hwc = w.rows_first = w.taps_in_place = 0;
     }
     size_t esize = g->f64 ? sizeof(double) : sizeof(float);
     void *cols = rt_alloc(esize * (size_t)(w.pixels * (w.taps + w.ones)));

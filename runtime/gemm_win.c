@@ -39,7 +39,7 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
     w->x = x;
     w->taps_rows = taps_rows != 0;
     w->ones = taps_rows == RT_WIN_TAPS_ONES;
-    w->toff = NULL, w->vec = 0, w->hwc = 0, w->rows_first = 0;
+    w->toff = NULL, w->vec = 0, w->hwc = 0, w->rows_first = 0, w->taps_in_place = 0;
     w->pt0 = w->pt, w->h0 = w->h;
     // Rows and columns the windows reach past the image's end.
     w->pb = (w->oh - 1) * w->strh + (w->kh - 1) * w->dh + 1 - w->pt - w->h;
@@ -220,6 +220,42 @@ int win_rows_first(Win *w, const GemmKern *kn) {
 int win_channels_last(Win *w, const GemmKern *kn) {
     w->hwc = w->taps_rows && w->c > 1 && vec_kind(kn) != WIN_VEC_NONE;
     return w->hwc;
+}
+
+// The taps adjacent in the channels-last copy from tap q on: a window row's
+// KW*C (one pixel's C channels, then the next pixel's), or C with a dilation.
+static int64_t taps_run(const Win *w, int64_t q) {
+    int64_t row = w->dw == 1 ? w->kw * w->c : w->c;
+    return row - q % row;
+}
+
+// Cut into panels of the kernel's taps tails, a run of fewer than half of mr
+// rows would have few multiply-adds for its loads.
+int win_taps_in_place(Win *w, const GemmKern *kn) {
+    int64_t run = taps_run(w, 0), panels = (run + kn->mr - 1) / kn->mr;
+    w->taps_in_place = w->hwc && kn->taps && kn->taps_tail && run / panels * 2 >= kn->mr;
+    return w->taps_in_place;
+}
+
+int64_t win_taps_panel_rows(const Win *w, int mr, int64_t q, int64_t left) {
+    if (q >= w->taps) return 0;
+    int64_t run = taps_run(w, q);
+    if (run > left) run = left;
+    int64_t panels = (run + mr - 1) / mr;
+    return (run + panels - 1) / panels;
+}
+
+void win_pixel_offsets(const Win *w, int64_t p0, int64_t kb, int64_t *off) {
+    Pixel px = pixel_of(w, p0);
+    int64_t step = w->strw * w->sw, pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * step, ow = px.ow0;
+    for (int64_t p = 0; p < kb; p++) {
+        off[p] = pix;
+        pix += step;
+        if (++ow == w->ow) {
+            px = pixel_of(w, p0 + p + 1);
+            pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;
+        }
+    }
 }
 
 void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt) {

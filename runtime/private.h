@@ -149,6 +149,10 @@ typedef struct {
     // rows are permuted to match (win_row_of).
     int rows_first;
     int64_t pt0, h0;                       // the padding above and rows of the image before win_setup's copy
+    // Taps in place (win_taps_in_place, channels last): the weights' gradient's
+    // panels are runs of one pixel's channels, read from the padded copy by the
+    // kernel's taps entry at each pixel's offset (win_pixel_offsets), not packed.
+    int taps_in_place;
 } Win;
 // Asks for channels last; 1 if the kernel kn has vector packers for it (then set).
 int win_channels_last(Win *w, const GemmKern *kn);
@@ -185,6 +189,16 @@ void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt);
 // An A micro-panel of rows [r0, r0+rows) (pixels; zero past rows, up to mr) and
 // depth [q0, q0+kb) (taps): dst[p*mr + i], as gemm.c's pack_a lays it out.
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst);
+// Asks for the taps read in place (after win_channels_last); 1 if they pay
+// and the kernel kn can (then set).
+int win_taps_in_place(Win *w, const GemmKern *kn);
+// The taps of the in-place panel from tap q, with left rows left in the block:
+// the rest of q's run of channels cut into equal panels of at most mr; 0 for
+// the row of ones (packed).
+int64_t win_taps_panel_rows(const Win *w, int mr, int64_t q, int64_t left);
+// Tap q's value at pixel p: x[toff[q] + off[p]] with off from here, for pixels
+// [p0, p0+kb).
+void win_pixel_offsets(const Win *w, int64_t p0, int64_t kb, int64_t *off);
 // An A block of the transpose: rows [q0, q0+mb) (taps, then the row of ones if
 // w->ones) in mr-row micro-panels, depth [p0, p0+kb) (pixels): dst[panel*mr*kb + p*mr + i].
 void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int64_t kb, float *dst);

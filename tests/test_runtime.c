@@ -1305,6 +1305,8 @@ static void test_gemm_windows(void) {
         {8, 1, 28, 28, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 32, 1},    // the CNN's first layer: its weight gradient's depth cut per thread
         {2, 32, 6, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 96, 1},     // 800 taps over several KC panels: a top row's first ones all padding
         {2, 7, 6, 6, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1, 10, 1, 1},   // 28 taps: the row of ones begins a 14-row panel
+        {2, 9, 9, 11, 3, 3, 1, 2, 2, 2, 2, 2, 1, 2, 20, 1, 1},  // channels last, dilated columns: taps adjacent per pixel only
+        {3, 3, 12, 12, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 33, 1, 1}, // channels last, CIFAR's 3 channels, stride 2
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
