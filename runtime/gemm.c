@@ -331,7 +331,10 @@ static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0,
 // is read: that panel meets the whole B block while it is in L1. A panel of mr
 // pixels of one image row needs no packing at all: each tap's mr values are
 // adjacent in the (padded) image, and the kernel's taps entry reads them there
-// (the same values in the same order: the same bits).
+// (the same values in the same order: the same bits). Nor does a panel of the
+// transpose's taps (the weights' gradient, win_taps_in_place): a run of one
+// window row's taps, adjacent in the channels-last copy, read at each pixel's
+// offset; only the row of ones is packed.
 // A block's B panels: panel jr (a multiple of nr) is direct + jr, nr columns of a
 // row-major B read in place (row stride ld), while jr < whole; then packed.
 typedef struct { const float *packed, *direct; int64_t ld, whole; } BPanels;
