@@ -912,8 +912,10 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         // order, into a buffer, and go to the caller's C by win_row_of.
         float *rows = taps_rows && win_channels_last(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
         w.hwc = rows != NULL;
-        if (rows) win_taps_in_place(&w, g->kern);
-        if (rows) t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
+        if (rows) {
+            win_taps_in_place(&w, g->kern);
+            t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
+        }
         // Kernel rows first: B's rows (taps) in the same order as the window's.
         float *b_rows = !taps_rows && win_rows_first(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->k * g->n)) : NULL;
         w.rows_first = b_rows != NULL;

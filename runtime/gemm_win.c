@@ -173,6 +173,21 @@ static Pixel pixel_of(const Win *w, int64_t r) {
     return (Pixel){r / (w->oh * w->ow), r / w->ow % w->oh, r % w->ow};
 }
 
+// The pixels from r on, each one's offset into the image (its window's first
+// tap): the next one is an addition, pixel_of's divisions only at the end of
+// an output row.
+typedef struct { int64_t at, ow, r; } PixelWalk;
+
+static inline PixelWalk walk_from(const Win *w, int64_t r) {
+    Pixel px = pixel_of(w, r);
+    return (PixelWalk){px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw * w->sw, px.ow0, r};
+}
+
+static inline void walk_next(const Win *w, PixelWalk *pw) {
+    if (++pw->ow == w->ow) *pw = walk_from(w, pw->r + 1);
+    else pw->at += w->strw * w->sw, pw->r++;
+}
+
 // n contiguous floats: four at a time through a fixed-size memcpy (one
 // 16-byte move), since the baseline -O2 build copies a variable-length loop
 // one float at a time and a call to memcpy costs more than a run's 14 floats.
@@ -246,16 +261,8 @@ int64_t win_taps_panel_rows(const Win *w, int mr, int64_t q, int64_t left) {
 }
 
 void win_pixel_offsets(const Win *w, int64_t p0, int64_t kb, int64_t *off) {
-    Pixel px = pixel_of(w, p0);
-    int64_t step = w->strw * w->sw, pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * step, ow = px.ow0;
-    for (int64_t p = 0; p < kb; p++) {
-        off[p] = pix;
-        pix += step;
-        if (++ow == w->ow) {
-            px = pixel_of(w, p0 + p + 1);
-            pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;
-        }
-    }
+    PixelWalk pw = walk_from(w, p0);
+    for (int64_t p = 0; p < kb; p++, walk_next(w, &pw)) off[p] = pw.at;
 }
 
 void win_setup(Win *w, float *scratch, const GemmKern *kn, KRt *rt) {
@@ -329,18 +336,11 @@ static inline const float *lane_base(const float *x, int64_t off) {
                     start = (int)i;                                                                             \
                 }                                                                                               \
             float *d = dst + ir * kb;                                                                           \
-            Pixel px = pixel_of(w, p0);                                                                         \
-            int64_t step = w->strw * w->sw; /* the next pixel's (1, or the channels when hwc) */                \
-            int64_t pix = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * step, ow = px.ow0;                  \
-            for (int64_t p = 0; p < kb; p++, d += mr) {                                                         \
-                VEC v = FIRST(mask[0], lane_base(x, pix + off[0]));                                             \
-                for (int g = 1; g < nseg; g++) v = NEXT(v, mask[g], lane_base(x, pix + off[g]));                \
+            PixelWalk pw = walk_from(w, p0);                                                                    \
+            for (int64_t p = 0; p < kb; p++, d += mr, walk_next(w, &pw)) {                                      \
+                VEC v = FIRST(mask[0], lane_base(x, pw.at + off[0]));                                           \
+                for (int g = 1; g < nseg; g++) v = NEXT(v, mask[g], lane_base(x, pw.at + off[g]));              \
                 STORE(d, v);                                                                                    \
-                pix += step;                                                                                    \
-                if (++ow == w->ow) {                                                                            \
-                    px = pixel_of(w, p0 + p + 1);                                                               \
-                    pix = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;                                       \
-                }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
     }
@@ -419,16 +419,10 @@ static void pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, 
             else off[nseg] = o, at[nseg] = i, len[nseg] = 1, nseg++;
         }
         float *d = dst + ir * kb;
-        Pixel px = pixel_of(w, p0);
-        int64_t base = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw * w->sw, ow = px.ow0;
-        for (int64_t p = 0; p < kb; p++, d += mr) {
-            for (int g = 0; g < nseg; g++) copy_floats(d + at[g], x + base + off[g], len[g]);
+        PixelWalk pw = walk_from(w, p0);
+        for (int64_t p = 0; p < kb; p++, d += mr, walk_next(w, &pw)) {
+            for (int g = 0; g < nseg; g++) copy_floats(d + at[g], x + pw.at + off[g], len[g]);
             for (int64_t i = rows; i < mr; i++) d[i] = 0;
-            base += w->strw * w->sw;
-            if (++ow == w->ow) {
-                px = pixel_of(w, p0 + p + 1);
-                base = px.n * w->sn + px.oh * w->strh * w->sh, ow = 0;
-            }
         }
     }
 }
