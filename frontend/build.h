@@ -15,6 +15,8 @@ typedef struct {
 
 typedef struct Build {
   BuildGraph step, eval, predict;
+  BuildGraph grad, update;     // split (--arch): the step as parallel.c splits it over devices
+  int split, ngrad;            // ngrad: grad's outputs 1..ngrad are gradients, then statistics
   int ntrain;                  // train statements seen (a binary trains one)
   RtDataSpec train_data, eval_data;
   const char *optimizer;

@@ -233,30 +233,8 @@ CUdeviceptr pipe_cuda_mirror(const Pipe *p, const RtTensor *t) {
 }
 
 // ---- several devices (--device cuda:0,1, cuda+cpu) ----
-// A --device value into dev (CUDA ordinals, -1 the CPU): the count, or -1 if malformed.
-static int parse_devices(const char *s, int *dev, int max) {
-  if (!strcmp(s, "cpu")) return dev[0] = -1, 1;
-  size_t len = strlen(s);
-  int cpu = len > 4 && !strcmp(s + len - 4, "+cpu"), n = 0;
-  if (cpu) len -= 4;
-  if (len == 4 && !strncmp(s, "cuda", 4)) dev[n++] = 0;
-  else if (len < 6 || strncmp(s, "cuda:", 5)) return -1;
-  for (const char *q = s + 5, *stop = s + len; !n || q < stop;) {
-    char *end;
-    if (q >= stop || *q < '0' || *q > '9' || n == max) return -1;
-    long v = strtol(q, &end, 10);
-    if (v > 1024 || (end < stop && (*end != ',' || end + 1 == stop))) return -1;
-    for (int i = 0; i < n; i++) if (dev[i] == v) return -1;
-    dev[n++] = (int)v;
-    q = end < stop ? end + 1 : end;
-  }
-  if (cpu && n == max) return -1;
-  if (cpu) dev[n++] = -1;
-  return n;
-}
-
 int pipe_set_devices(Pipe *p, const char *spec, char *err, size_t errlen) {
-  int dev[PIPE_MAXPEERS + 1], n = parse_devices(spec, dev, PIPE_MAXPEERS + 1);
+  int dev[PIPE_MAXPEERS + 1], n = rt_cuda_parse_devices(spec, dev, PIPE_MAXPEERS + 1);
   if (n < 0) {
     snprintf(err, errlen, "a device is cpu, cuda, cuda:N, cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), "
              "not '%s'", spec);

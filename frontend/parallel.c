@@ -21,7 +21,6 @@
 #include <time.h>
 
 enum { PAR_MAX = PIPE_MAXPEERS + 1, BALANCE_FIRST = 3, BALANCE_EVERY = 50 };
-enum { COL_SHARE = -2, COL_SEED = -3 };   // Par.col: inputs each worker sets itself
 
 typedef struct {
   Pipe *pipe;            // &ev->pipe for the first, else own
@@ -104,14 +103,12 @@ static Program *compile_on(Ev *ev, Pipe *p, IrGraph *g, const char *what, const 
   return pr;
 }
 
-// The gradient graph: the share's loss, the gradients of the loss times its
-// share of the batch, and the statistics updates.
-static IrGraph *grad_graph(Par *P, AstNode *s, Node *loss, RtDataset *ds, const char *dname) {
-  Ev *ev = P->ev;
+void grad_step(Ev *ev, AstNode *s, Node *loss, RtDataset *ds, const char *dname, GradStep *gs) {
   IrCtx *c = ev->c;
-  Node **data, **params, **states;
-  int nd, np, ns;
-  step_inputs(ev, s, loss, &data, &nd, &params, &np, &states, &ns);
+  Node **data, **states;
+  int nd, ns;
+  step_inputs(ev, s, loss, &data, &nd, &gs->params, &gs->np, &states, &ns);
+  int np = gs->np;
   for (int i = 0; i < nd; i++)
     if (!data[i]->ndim || !data[i]->shape[0].sym || data[i]->shape[0].k != 1) {
       char b[128];
@@ -122,25 +119,23 @@ static IrGraph *grad_graph(Par *P, AstNode *s, Node *loss, RtDataset *ds, const 
   Node *y = loss->dtype == DT_F32 || loss->dtype == DT_F64 ? loss : ir_cast(c, loss, DT_F32);
   Node *share = ir_input(c, "batch_share", ROLE_INPUT, DT_F64, 0, NULL);
   int cap = nd + np + ns + 2;
-  P->ins = arena_alloc(ev->arena, sizeof(Node *) * cap);
-  P->col = arena_alloc(ev->arena, sizeof(int) * cap);
-  P->val = arena_alloc(ev->arena, sizeof(RtTensor *) * cap);
+  gs->ins = arena_alloc(ev->arena, sizeof(Node *) * cap);
+  gs->col = arena_alloc(ev->arena, sizeof(int) * cap);
+  gs->val = arena_alloc(ev->arena, sizeof(RtTensor *) * cap);
   Node **outs = arena_alloc(ev->arena, sizeof(Node *) * (1 + np + ev->nupdates + 1));
-  P->stat_dst = arena_alloc(ev->arena, sizeof(RtTensor *) * (ev->nupdates + 1));
+  gs->stat_dst = arena_alloc(ev->arena, sizeof(RtTensor *) * (ev->nupdates + 1));
   outs[0] = y;
-  if (pass_grad(c, ir_binary(c, OP_MUL, y, ir_cast(c, share, y->dtype)), NULL, params, np, outs + 1))
+  if (pass_grad(c, ir_binary(c, OP_MUL, y, ir_cast(c, share, y->dtype)), NULL, gs->params, np, outs + 1))
     ev_fail(ev, s->lhs->span, "%s", c->err);
   int ni = 0;
-  for (int i = 0; i < nd; i++) P->ins[ni] = data[i], P->val[ni] = NULL, P->col[ni++] = column_of(ev, ds, data[i], dname, s->rhs->span);
-  for (int i = 0; i < np; i++) P->ins[ni] = params[i], P->val[ni] = ev_param_value(ev, params[i]), P->col[ni++] = -1;
-  for (int i = 0; i < ns; i++) P->ins[ni] = states[i], P->val[ni] = ev_param_value(ev, states[i]), P->col[ni++] = -1;
-  P->np = np;
-  P->nstat = step_stat_updates(ev, states, ns, P->ins, ni, P->stat_dst, outs + 1 + np);
-  P->ins[ni] = share, P->val[ni] = NULL, P->col[ni++] = COL_SHARE;
-  if (ev->step) P->ins[ni] = ev->step, P->val[ni] = NULL, P->col[ni++] = COL_SEED;
-  IrGraph *g = step_graph(ev, s->span, outs, 1 + np + P->nstat, P->ins, P->val, P->col, &ni);
-  P->nin = ni;
-  return g;
+  for (int i = 0; i < nd; i++) gs->ins[ni] = data[i], gs->val[ni] = NULL, gs->col[ni++] = column_of(ev, ds, data[i], dname, s->rhs->span);
+  for (int i = 0; i < np; i++) gs->ins[ni] = gs->params[i], gs->val[ni] = ev_param_value(ev, gs->params[i]), gs->col[ni++] = -1;
+  for (int i = 0; i < ns; i++) gs->ins[ni] = states[i], gs->val[ni] = ev_param_value(ev, states[i]), gs->col[ni++] = -1;
+  gs->nstat = step_stat_updates(ev, states, ns, gs->ins, ni, gs->stat_dst, outs + 1 + np);
+  gs->ins[ni] = share, gs->val[ni] = NULL, gs->col[ni++] = COL_SHARE;
+  if (ev->step) gs->ins[ni] = ev->step, gs->val[ni] = NULL, gs->col[ni++] = COL_SEED;
+  gs->g = step_graph(ev, s->span, outs, 1 + np + gs->nstat, gs->ins, gs->val, gs->col, &ni);
+  gs->nin = ni;
 }
 
 static void keep_all(Pipe *p, RtTensor *t, int n) {
@@ -173,7 +168,11 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
     if (r) snprintf(why, sizeof why, "ncclCommInitAll: %s", ev->pipe.cuda->ncclGetErrorString(r));
     P->nccl = !r;
   }
-  IrGraph *g = grad_graph(P, s, loss, ds, dname);
+  GradStep gs;
+  grad_step(ev, s, loss, ds, dname, &gs);
+  IrGraph *g = gs.g;
+  P->ins = gs.ins, P->nin = gs.nin, P->col = gs.col, P->val = gs.val;
+  P->np = gs.np, P->nstat = gs.nstat, P->stat_dst = gs.stat_dst;
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
     w->grad = compile_on(ev, w->pipe, g, "gradient step", w, sp);

@@ -306,6 +306,71 @@ static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
   b->seed = ts->seed;
 }
 
+// The name of the parameter or state whose value t is.
+static const char *value_name(Ev *ev, const RtTensor *t) {
+  for (int i = 0; i < ev->nparams; i++) if (&ev->params[i].value == t) return ev->params[i].node->a.name;
+  return NULL;
+}
+
+static Program *build_compile(Ev *ev, IrGraph *g, const char *what, Span sp) {
+  char err[8192], label[200];
+  snprintf(label, sizeof label, "%s of %s:%d:%d", what, sp.src->name, sp.line, sp.col);
+  ev->pipe.label = label;
+  Program *pr = pipe_compile(&ev->pipe, g, err, sizeof err);
+  ev->pipe.label = NULL;
+  if (!pr) ev_fail(ev, sp, "could not compile the %s: %s", what, err);
+  return pr;
+}
+
+// kiln build --arch: the step split as parallel.c splits it, for a binary's
+// `train --device cuda:0,1` or `cuda+cpu`: the gradient step (its share's loss,
+// gradients and statistics) and the optimizer's update on summed gradients.
+static void record_split(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *whole) {
+  Build *b = ev->build;
+  GradStep gs;   // (data inputs' first axes are the batch: column_of checked them for the step)
+  grad_step(ev, s, loss, ds, dname, &gs);
+  BuildGraph *g = &b->grad;
+  g->pr = build_compile(ev, gs.g, "gradient step", s->span);
+  g->role = arena_alloc(ev->arena, sizeof(int) * (gs.nin + 1));
+  g->col = arena_alloc(ev->arena, sizeof(int) * (gs.nin + 1));
+  for (int i = 0; i < gs.nin; i++) {
+    g->col[i] = gs.col[i] >= 0 ? gs.col[i] : -1;
+    g->role[i] = gs.col[i] >= 0 ? RT_ARG_DATA : gs.col[i] == COL_SHARE ? RT_ARG_SHARE : gs.col[i] == COL_SEED ? RT_ARG_STEP
+               : RT_ARG_TENSOR;
+  }
+  g->out_names = arena_alloc(ev->arena, sizeof(char *) * (1 + gs.np + gs.nstat));
+  g->out_names[0] = "loss";
+  for (int j = 0; j < gs.np; j++) g->out_names[1 + j] = gs.params[j]->a.name;
+  for (int j = 0; j < gs.nstat; j++)
+    if (!(g->out_names[1 + gs.np + j] = value_name(ev, gs.stat_dst[j])))
+      ev_fail(ev, s->span, "kiln build: a statistic of the gradient step replaces no state");
+  b->ngrad = gs.np;
+  // The update: whole's scalars are recorded (record_train); the split step makes its own.
+  for (int k = 0; k <= OPT_NSCALARS; k++) rt_tensor_free(&whole->scalars[k]);
+  Step up;
+  memset(&up, 0, sizeof up);
+  build_step(ev, s, loss, ts, ds, dname, &up, 1);
+  g = &b->update;
+  g->pr = build_compile(ev, up.g, "optimizer update", s->span);
+  g->role = arena_alloc(ev->arena, sizeof(int) * (up.nin + 1));
+  g->col = arena_alloc(ev->arena, sizeof(int) * (up.nin + 1));
+  for (int i = 0; i < up.nin; i++) {
+    g->col[i] = -1;
+    g->role[i] = RT_ARG_TENSOR;
+    for (int k = 0; k <= OPT_NSCALARS; k++)
+      if (up.in_val[i] == &up.scalars[k]) g->role[i] = RT_ARG_LR + k;
+    for (int j = 0; j < gs.np; j++)
+      if (up.ins[i] == up.grad_in[j]) g->role[i] = RT_ARG_GRAD, g->col[i] = j;
+  }
+  g->out_names = arena_alloc(ev->arena, sizeof(char *) * (up.nout + 1));
+  g->out_names[0] = "loss";
+  for (int o = 1; o < up.nout; o++) {
+    for (int i = 0; i < up.nin && !g->out_names[o]; i++)
+      if (up.in_val[i] == up.out_dst[o]) g->out_names[o] = up.ins[i]->a.name;
+    if (!g->out_names[o]) ev_fail(ev, s->span, "kiln build: output %d of the optimizer update replaces a value it does not read", o);
+  }
+}
+
 int step_state_input(const Step *st, int i) {
   int scalar = st->in_val[i] >= st->scalars && st->in_val[i] < st->scalars + OPT_NSCALARS + 1;
   return st->in_col[i] < 0 && st->in_val[i] && !scalar;
@@ -480,6 +545,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   if (ev->next_eval) metrics_compile(ev, ev->next_eval, &em);
   if (ev->build) {
     record_train(ev, s, &ts, &st);
+    if (ev->build->split) record_split(ev, s, loss, &ts, ds, dname, &st);
     if (em.pr) build_record_metrics(ev, ev->next_eval, &em);
     return;
   }

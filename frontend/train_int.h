@@ -112,6 +112,21 @@ int step_stat_updates(Ev *ev, Node **states, int ns, Node **ins, int nin, RtTens
 // The graph with training mode on and only the inputs it reads kept (ins, and
 // vals and cols beside them, compacted; *nin updated).
 IrGraph *step_graph(Ev *ev, Span sp, Node **outs, int nout, Node **ins, RtTensor **vals, int *cols, int *nin);
+// The gradient step of a split train statement: its share's loss, the
+// gradients of the loss times the share's fraction of the batch (an input), and
+// the statistics updates. Inputs: data columns, params and states (val), the
+// share (col COL_SHARE) and the random stream (COL_SEED), compacted to those read.
+enum { COL_SHARE = -2, COL_SEED = -3 };
+typedef struct {
+  IrGraph *g;
+  Node **ins; int nin;
+  int *col;                // per input: its data column, -1 (its value in val), COL_SHARE or COL_SEED
+  RtTensor **val;
+  Node **params; int np;   // outputs 1..np: the gradients of these
+  int nstat;               // then the statistics, which replace stat_dst's
+  RtTensor **stat_dst;
+} GradStep;
+void grad_step(Ev *ev, AstNode *s, Node *loss, RtDataset *ds, const char *dname, GradStep *gs);
 Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *update);
 // One step over the batch cols (n rows): loss the batch's mean; new values in update's outputs, as a step's.
 void par_step(Par *p, Step *update, const RtTensor *cols, int64_t n, RtBatcher *b, int64_t seed, int first, Span sp,

@@ -259,3 +259,24 @@ int rt_cuda_parse_device(const char *s) {
   if (*end || n < 0 || n > 1024 || s[5] < '0' || s[5] > '9') return -2;
   return (int)n;
 }
+
+int rt_cuda_parse_devices(const char *s, int *dev, int max) {
+  if (!strcmp(s, "cpu")) return dev[0] = -1, 1;
+  size_t len = strlen(s);
+  int cpu = len > 4 && !strcmp(s + len - 4, "+cpu"), n = 0;
+  if (cpu) len -= 4;
+  if (len == 4 && !strncmp(s, "cuda", 4)) dev[n++] = 0;
+  else if (len < 6 || strncmp(s, "cuda:", 5)) return -1;
+  for (const char *q = s + 5, *stop = s + len; !n || q < stop;) {
+    char *end;
+    if (q >= stop || *q < '0' || *q > '9' || n == max) return -1;
+    long v = strtol(q, &end, 10);
+    if (v > 1024 || (end < stop && (*end != ',' || end + 1 == stop))) return -1;
+    for (int i = 0; i < n; i++) if (dev[i] == v) return -1;
+    dev[n++] = (int)v;
+    q = end < stop ? end + 1 : end;
+  }
+  if (cpu && n == max) return -1;
+  if (cpu) dev[n++] = -1;
+  return n;
+}

@@ -351,5 +351,9 @@ void rt_cuda_free(RtCudaExec *x, CUdeviceptr p);
 
 // Parses a --device value: "cpu" (-1), "cuda" (0), "cuda:N" (N). -2 if malformed.
 int rt_cuda_parse_device(const char *s);
+// Parses a --device value of one or several devices into dev (CUDA ordinals, -1 the
+// CPU): cpu, cuda, cuda:N, cuda:0,1 (several GPUs), each of those but cpu with +cpu
+// (and the CPU's threads). The count, or -1 if malformed, repeated or more than max.
+int rt_cuda_parse_devices(const char *s, int *dev, int max);
 
 #endif

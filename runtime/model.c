@@ -2,7 +2,7 @@
 // state, and calls of the graphs `kiln build` linked in. What `kiln run` does with a
 // Program (frontend/pipeline.c: prog_bind, prog_run) done here from the RtModel's
 // description, since a built binary has no IR.
-#include "model.h"
+#include "model_int.h"
 #include "ckpt.h"
 #include "private.h"
 #include <math.h>
@@ -10,38 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { char *name; RtTensor t; } Named;
-// A session tensor kept on the device while the training step runs there: its
-// copy (cur) and the step's next values beside it (next; 0 while the step has
-// written none there, or updates it in place). The host's copy is stale until sync_host.
-typedef struct { Named *n; CUdeviceptr cur, next; size_t bytes; } Twin;
-
-struct RtSession {
-  const RtModel *m;
-  KRt *rt;
-  Named **ts; int nts;         // each allocated alone (graph arguments point into them); parameters first (the initial image's order), then state made on use
-  int nparams;
-  int64_t step;
-  int epoch;
-  RtTensor *next;              // the training step's second buffers, one per output
-  RtTensor scalars[4];         // lr, bias corrections, step salt
-  RtCuda cu;                   // rt_session_device: the driver, the device, each graph loaded there
-  RtCudaExec *cx;
-  struct { const RtGraph *g; RtCudaProg p; } dev[3];
-  Twin *twins; int ntwins;     // the training step's state on the device
-  int host_stale;              // a step wrote the twins since the host's copies were brought back
-  RtBatcher *ahead;            // rt_session_copy_ahead: its next batch copied while a step runs
-};
-
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...) {
+int sess_fail(char *err, size_t len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   if (err && len) vsnprintf(err, len, fmt, ap);
   va_end(ap);
   return -1;
 }
-
 double rt_schedule_lr(const RtSchedule *s, int64_t step, int64_t total, int epoch) {
   double lr = s->lr;
   if (s->warmup && step < s->warmup) return lr * (double)(step + 1) / (double)s->warmup;
@@ -98,7 +73,7 @@ static void shape_str(const RtModel *m, const RtArg *a, char *b, size_t n) {
 }
 
 // ---- named tensors ----
-static Named *find(RtSession *s, const char *name) {
+Named *sess_find(RtSession *s, const char *name) {
   for (int i = 0; i < s->nts; i++) if (!strcmp(s->ts[i]->name, name)) return s->ts[i];
   return NULL;
 }
@@ -118,9 +93,8 @@ static RtTensor copy_of(const RtTensor *t) {
   return c;
 }
 
-// A state tensor the step reads that no file gave (fresh optimizer state): zeros.
-static RtTensor *state_of(RtSession *s, const RtArg *a) {
-  Named *n = find(s, a->name);
+RtTensor *sess_state_of(RtSession *s, const RtArg *a) {
+  Named *n = sess_find(s, a->name);
   if (n) return &n->t;
   int64_t shape[RT_MAXDIM];
   for (int d = 0; d < a->ndim; d++) shape[d] = a->shape[d].k;
@@ -130,39 +104,45 @@ static RtTensor *state_of(RtSession *s, const RtArg *a) {
 }
 
 // ---- the training step's state on the device ----
-static Twin *twin_of(RtSession *s, Named *n, char *err, size_t errlen) {
-  for (int i = 0; i < s->ntwins; i++) if (s->twins[i].n == n) return &s->twins[i];
+Twin *sess_twin_of(RtCudaExec *cx, Twins *tw, Named *n, char *err, size_t errlen) {
+  for (int i = 0; i < tw->n; i++) if (tw->t[i].n == n) return &tw->t[i];
   size_t bytes = rt_tensor_nbytes(&n->t);
-  CUdeviceptr d = rt_cuda_alloc(s->cx, bytes);
-  if (!d || rt_cuda_upload(s->cx, d, n->t.data, bytes)) {
-    rt_cuda_free(s->cx, d);
-    return fail(err, errlen, "%s", s->cx->err), NULL;
+  CUdeviceptr d = rt_cuda_alloc(cx, bytes);
+  if (!d || rt_cuda_upload(cx, d, n->t.data, bytes)) {
+    rt_cuda_free(cx, d);
+    return sess_fail(err, errlen, "%s", cx->err), NULL;
   }
-  Twin *t = realloc(s->twins, sizeof *t * (s->ntwins + 1));
+  Twin *t = realloc(tw->t, sizeof *t * (tw->n + 1));
   if (!t) abort();
-  s->twins = t;
-  t[s->ntwins] = (Twin){n, d, 0, bytes};
-  return &t[s->ntwins++];
+  tw->t = t;
+  t[tw->n] = (Twin){n, d, 0, bytes};
+  return &t[tw->n++];
 }
 
 // The host's copies current again (before anything reads or replaces them).
 static int sync_host(RtSession *s, char *err, size_t errlen) {
   if (!s->host_stale) return 0;
   int rc = 0;
-  for (int i = 0; i < s->ntwins && !rc; i++) rc = rt_cuda_download(s->cx, s->twins[i].n->t.data, s->twins[i].cur, s->twins[i].bytes);
-  if (rc || rt_cuda_sync(s->cx)) return fail(err, errlen, "%s", s->cx->err);
+  for (int i = 0; i < s->tw.n && !rc; i++) rc = rt_cuda_download(s->cx, s->tw.t[i].n->t.data, s->tw.t[i].cur, s->tw.t[i].bytes);
+  if (rc || rt_cuda_sync(s->cx)) return sess_fail(err, errlen, "%s", s->cx->err);
   s->host_stale = 0;
   return 0;
 }
 
-static void drop_twins(RtSession *s) {
-  for (int i = 0; i < s->ntwins; i++) {
-    rt_cuda_free(s->cx, s->twins[i].cur);
-    rt_cuda_free(s->cx, s->twins[i].next);
+void sess_drop_twins(RtCudaExec *cx, Twins *tw) {
+  for (int i = 0; i < tw->n; i++) {
+    rt_cuda_free(cx, tw->t[i].cur);
+    rt_cuda_free(cx, tw->t[i].next);
   }
-  free(s->twins);
-  s->twins = NULL;
-  s->ntwins = 0;
+  free(tw->t);
+  tw->t = NULL;
+  tw->n = 0;
+}
+
+// Every device's copies of the state forgotten (the host's are current or replaced).
+static void drop_twins(RtSession *s) {
+  sess_drop_twins(s->cx, &s->tw);
+  if (s->par) rt_par_drop_twins(s);
   s->host_stale = 0;
 }
 
@@ -175,11 +155,11 @@ static CUdeviceptr *step_twins(RtSession *s, const RtGraph *g, char *err, size_t
   for (int i = 0; i < n; i++) {
     int o = i - g->nin - g->nconst;
     const char *name = i < g->nin && g->ins[i].role == RT_ARG_TENSOR ? g->ins[i].name : o > 0 ? g->outs[o].name : NULL;
-    Named *nm = name ? find(s, name) : NULL;
-    Twin *t = nm ? twin_of(s, nm, err, errlen) : NULL;
+    Named *nm = name ? sess_find(s, name) : NULL;
+    Twin *t = nm ? sess_twin_of(s->cx, &s->tw, nm, err, errlen) : NULL;
     if (name && (!t || (o > 0 && g->outs[o].role != RT_ARG_IN_PLACE && !t->next && !(t->next = rt_cuda_alloc(s->cx, t->bytes))))) {
-      if (!nm) fail(err, errlen, "internal: the step writes '%s', which the session lacks", name);
-      else if (t) fail(err, errlen, "%s", s->cx->err);
+      if (!nm) sess_fail(err, errlen, "internal: the step writes '%s', which the session lacks", name);
+      else if (t) sess_fail(err, errlen, "%s", s->cx->err);
       free(kept);
       return NULL;
     }
@@ -190,7 +170,7 @@ static CUdeviceptr *step_twins(RtSession *s, const RtGraph *g, char *err, size_t
 
 RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errlen) {
   RtSession *s = calloc(1, sizeof *s);
-  if (!s) return fail(err, errlen, "out of memory"), NULL;
+  if (!s) return sess_fail(err, errlen, "out of memory"), NULL;
   s->m = m;
   RtTensorFile f;
   if (rt_safetensors_load_mem(m->init, (size_t)(m->init_end - m->init), "the initial parameters", &f, err, errlen)) {
@@ -202,7 +182,7 @@ RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errle
   rt_tensorfile_free(&f);
   if (!(s->rt = rt_new(threads))) {
     rt_session_free(s);
-    return fail(err, errlen, "out of memory"), NULL;
+    return sess_fail(err, errlen, "out of memory"), NULL;
   }
   return s;
 }
@@ -210,8 +190,9 @@ RtSession *rt_session_new(const RtModel *m, int threads, char *err, size_t errle
 void rt_session_free(RtSession *s) {
   if (!s) return;
   drop_twins(s);
+  rt_par_free(s);
   if (s->cx) {
-    for (int i = 0; i < 3; i++) if (s->dev[i].g) rt_cuda_prog_free(s->cx, &s->dev[i].p);
+    for (int i = 0; i < SESS_NPROGS; i++) if (s->dev[i].g) rt_cuda_prog_free(s->cx, &s->dev[i].p);
     rt_cuda_exec_close(s->cx);
     free(s->cx);
     rt_cuda_close(&s->cu);
@@ -266,19 +247,19 @@ static void tensor_str(const RtTensor *t, char *b, size_t n) {
 static int load_file(RtSession *s, RtTensorFile *f, const char *path, char *err, size_t errlen) {
   for (int i = 0; i < s->nparams; i++) {
     const RtTensor *t = rt_tensorfile_find(f, s->ts[i]->name);
-    if (!t) return fail(err, errlen, "%s: no tensor '%s' (a parameter of %s)", path, s->ts[i]->name, s->m->name);
+    if (!t) return sess_fail(err, errlen, "%s: no tensor '%s' (a parameter of %s)", path, s->ts[i]->name, s->m->name);
     if (!same_shape(t, &s->ts[i]->t)) {
       char have[128], want[128];
       tensor_str(t, have, sizeof have);
       tensor_str(&s->ts[i]->t, want, sizeof want);
-      return fail(err, errlen, "%s: tensor '%s' is %s, but the parameter is %s", path, s->ts[i]->name, have, want);
+      return sess_fail(err, errlen, "%s: tensor '%s' is %s, but the parameter is %s", path, s->ts[i]->name, have, want);
     }
   }
   for (int i = 0; i < s->nparams; i++) memcpy(s->ts[i]->t.data, rt_tensorfile_find(f, s->ts[i]->name)->data, rt_tensor_nbytes(&s->ts[i]->t));
   if (rt_tensorfile_meta(f, "optimizer"))
     for (int i = 0; i < f->n; i++) {
       if (strncmp(f->names[i], "optimizer.", 10)) continue;
-      Named *n = find(s, f->names[i]);
+      Named *n = sess_find(s, f->names[i]);
       if (n) { rt_tensor_free(&n->t); n->t = copy_of(&f->t[i]); }
       else add(s, f->names[i], copy_of(&f->t[i]));
     }
@@ -300,7 +281,7 @@ int rt_session_load(RtSession *s, const char *path, char *err, size_t errlen) {
 
 int rt_session_load_embedded(RtSession *s, char *err, size_t errlen) {
   const RtModel *m = s->m;
-  if (!m->weights) return fail(err, errlen, "%s embeds no weights (build it with --embed-weights FILE)", m->name);
+  if (!m->weights) return sess_fail(err, errlen, "%s embeds no weights (build it with --embed-weights FILE)", m->name);
   if (sync_host(s, err, errlen)) return -1;
   drop_twins(s);
   RtTensorFile f;
@@ -314,7 +295,7 @@ int rt_session_load_embedded(RtSession *s, char *err, size_t errlen) {
 int rt_session_save(RtSession *s, const char *path, char *err, size_t errlen) {
   if (sync_host(s, err, errlen)) return -1;
   RtNamedTensor *ts = calloc(s->nts + 1, sizeof *ts);
-  if (!ts) return fail(err, errlen, "out of memory");
+  if (!ts) return sess_fail(err, errlen, "out of memory");
   int n = 0;
   for (int i = 0; i < s->nts; i++)
     if (i < s->nparams || !strncmp(s->ts[i]->name, "optimizer.", 10)) ts[n++] = (RtNamedTensor){s->ts[i]->name, &s->ts[i]->t};
@@ -329,8 +310,7 @@ int rt_session_save(RtSession *s, const char *path, char *err, size_t errlen) {
 }
 
 // ---- running a graph ----
-// The dims from the inputs' shapes, every input's dtype and shape checked (prog_bind).
-static int bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t *D, char *err, size_t errlen) {
+int sess_bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t *D, char *err, size_t errlen) {
   uint64_t bound = 0;
   for (int i = 0; i < g->nin; i++) {
     const RtArg *a = &g->ins[i];
@@ -338,8 +318,8 @@ static int bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t
     char want[160];
     shape_str(m, a, want, sizeof want);
     if ((int)t->dtype != a->dtype)
-      return fail(err, errlen, "input '%s' is %s, but the model takes %s", a->name, rt_dtype_name(t->dtype), want);
-    if (t->ndim != a->ndim) return fail(err, errlen, "input '%s' has %d dimensions, but the model takes %s", a->name, t->ndim, want);
+      return sess_fail(err, errlen, "input '%s' is %s, but the model takes %s", a->name, rt_dtype_name(t->dtype), want);
+    if (t->ndim != a->ndim) return sess_fail(err, errlen, "input '%s' has %d dimensions, but the model takes %s", a->name, t->ndim, want);
     for (int d = 0; d < a->ndim; d++) {
       RtDim x = a->shape[d];
       if (x.sym && !(bound & (1ull << x.sym)) && x.k && t->shape[d] % x.k == 0) {
@@ -349,7 +329,7 @@ static int bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t
       if (dim_val(x, D) != t->shape[d]) {
         char have[128];
         tensor_str(t, have, sizeof have);
-        return fail(err, errlen, "input '%s' is %s, which does not fit %s (axis %d)", a->name, have, want, d);
+        return sess_fail(err, errlen, "input '%s' is %s, which does not fit %s (axis %d)", a->name, have, want, d);
       }
     }
   }
@@ -358,9 +338,9 @@ static int bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t
 
 int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen) {
   if (s->cx && s->cx->dev.ordinal != ordinal)   // its graphs are loaded in that device's context
-    return fail(err, errlen, "the session runs on CUDA device %d", s->cx->dev.ordinal);
+    return sess_fail(err, errlen, "the session runs on CUDA device %d", s->cx->dev.ordinal);
   if (s->cx || ordinal < 0) return 0;
-  if (!(s->cx = calloc(1, sizeof *s->cx))) return fail(err, errlen, "out of memory");
+  if (!(s->cx = calloc(1, sizeof *s->cx))) return sess_fail(err, errlen, "out of memory");
   if (rt_cuda_exec_open(s->cx, &s->cu, ordinal, err, errlen)) {
     free(s->cx);
     s->cx = NULL;
@@ -372,19 +352,21 @@ int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen) {
 void rt_session_describe_device(const RtSession *s, char *buf, size_t len) {
   if (s->cx) rt_cuda_describe(s->cx, buf, len);
   else snprintf(buf, len, "cpu (%d threads)", rt_threads(s->rt));
+  size_t k = strlen(buf);
+  if (s->par && k < len) rt_par_describe(s, buf + k, len - k);
 }
 
 // g's program on the session's device, loaded at its first run: the CUBIN of the
 // device's architecture, or of the newest one below it with the same major number
 // (a CUBIN runs on later minor versions, not on another major); else the PTX, if
 // its architecture is not past the device's (the driver compiles it for the device).
-static RtCudaProg *device_prog(RtSession *s, const RtGraph *g, char *err, size_t errlen) {
+RtCudaProg *sess_device_prog(RtCudaExec *cx, DevProg *dev, const RtGraph *g, char *err, size_t errlen) {
   int i = 0;
-  while (i < 3 && s->dev[i].g && s->dev[i].g != g) i++;
-  if (i < 3 && s->dev[i].g == g) return &s->dev[i].p;
+  while (i < SESS_NPROGS && dev[i].g && dev[i].g != g) i++;
+  if (i < SESS_NPROGS && dev[i].g == g) return &dev[i].p;
   const RtGraphCuda *c = g->cuda;
-  int sm = s->cx->dev.sm, best = -1;
-  if (!c) return fail(err, errlen, "this binary carries no CUDA kernels (kiln build --arch sm_XX makes them)"), NULL;
+  int sm = cx->dev.sm, best = -1;
+  if (!c) return sess_fail(err, errlen, "this binary carries no CUDA kernels (kiln build --arch sm_XX makes them)"), NULL;
   for (int k = 0; k < c->nimages; k++)
     if (!c->images[k].ptx && c->images[k].sm / 10 == sm / 10 && c->images[k].sm <= sm && (best < 0 || c->images[k].sm > c->images[best].sm)) best = k;
   for (int k = 0; k < c->nimages && best < 0; k++)
@@ -394,16 +376,15 @@ static RtCudaProg *device_prog(RtSession *s, const RtGraph *g, char *err, size_t
     size_t n = 0;
     for (int k = 0; k < c->nimages && n < sizeof have; k++)
       n += snprintf(have + n, sizeof have - n, "%s%s_%d", k ? ", " : "", c->images[k].ptx ? "PTX for compute" : "sm", c->images[k].sm);
-    return fail(err, errlen, "this binary carries CUDA kernels for %s, none of which runs on %s (sm_%d): rebuild with "
-                "kiln build --arch sm_%d", have, s->cx->dev.name, sm, sm), NULL;
+    return sess_fail(err, errlen, "this binary carries CUDA kernels for %s, none of which runs on %s (sm_%d): rebuild with "
+                "kiln build --arch sm_%d", have, cx->dev.name, sm, sm), NULL;
   }
-  if (i == 3 || rt_cuda_prog_load(s->cx, &s->dev[i].p, c->images[best].image, c->kernels, c->block, c->nsteps, c->host, err, errlen))
-    return i == 3 ? fail(err, errlen, "internal error: more than three graphs on the device"), NULL : NULL;
-  s->dev[i].g = g;
-  return &s->dev[i].p;
+  if (i == SESS_NPROGS || rt_cuda_prog_load(cx, &dev[i].p, c->images[best].image, c->kernels, c->block, c->nsteps, c->host, err, errlen))
+    return i == SESS_NPROGS ? sess_fail(err, errlen, "internal error: more than five graphs on the device"), NULL : NULL;
+  dev[i].g = g;
+  return &dev[i].p;
 }
 
-static int as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTensor *v, char *err, size_t errlen);
 
 // The training step's next batch, copied to the device while the step runs.
 static int copy_ahead(RtSession *s, const RtGraph *g, char *err, size_t errlen) {
@@ -415,16 +396,16 @@ static int copy_ahead(RtSession *s, const RtGraph *g, char *err, size_t errlen) 
   if (rt_batcher_peek(s->ahead, cols) <= 0) return 0;   // the epoch's last batch
   for (int i = 0; i < g->nin && n < RT_CUDA_MAXAHEAD; i++) {
     if (g->ins[i].role != RT_ARG_DATA) continue;
-    if (as_input(s->m, &cols[g->ins[i].col], &g->ins[i], &v, NULL, 0)) return 0;   // the next step says so
+    if (sess_as_input(s->m, &cols[g->ins[i].col], &g->ins[i], &v, NULL, 0)) return 0;   // the next step says so
     host[n] = v.data, bytes[n++] = rt_tensor_nbytes(&v);
   }
-  return rt_cuda_prefetch(s->cx, host, bytes, n) ? fail(err, errlen, "%s", s->cx->err) : 0;
+  return rt_cuda_prefetch(s->cx, host, bytes, n) ? sess_fail(err, errlen, "%s", s->cx->err) : 0;
 }
 
 // kept: NULL, or per argument a device address that holds it (rt_cuda_run's resident).
 static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out,
                     const CUdeviceptr *kept, char *err, size_t errlen) {
-  RtCudaProg *p = device_prog(s, g, err, errlen);
+  RtCudaProg *p = sess_device_prog(s->cx, s->dev, g, err, errlen);
   if (!p) return -1;
   int n = g->nin + g->nconst + g->nout;
   void **host = malloc(sizeof *host * (n ? n : 1));
@@ -439,14 +420,13 @@ static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *
   rc = rc || rt_cuda_run_wait(s->cx, p, NULL);
   free(host);
   free(bytes);
-  return rc ? fail(err, errlen, "%s", s->cx->err) : why[0] ? fail(err, errlen, "%s", why) : 0;
+  return rc ? sess_fail(err, errlen, "%s", s->cx->err) : why[0] ? sess_fail(err, errlen, "%s", why) : 0;
 }
 
-static int run(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
-  if (s->cx) return run_cuda(s, g, D, in, out, NULL, err, errlen);
+int sess_run_cpu(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
   int n = 2 + g->nin + g->nconst + g->nout;
   void **args = malloc(sizeof(void *) * n);
-  if (!args) return fail(err, errlen, "out of memory");
+  if (!args) return sess_fail(err, errlen, "out of memory");
   args[0] = s->rt;
   args[1] = (void *)D;
   for (int i = 0; i < g->nin; i++) args[2 + i] = in[i]->data;
@@ -455,21 +435,24 @@ static int run(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const
   size_t need = g->workspace(D);
   if (need && !rt_workspace(s->rt, need)) {
     free(args);
-    return fail(err, errlen, "out of memory for the graph's scratch memory (%zu bytes)", need);
+    return sess_fail(err, errlen, "out of memory for the graph's scratch memory (%zu bytes)", need);
   }
   g->entry(args);
   free(args);
   return 0;
 }
 
-static RtTensor out_tensor(const RtArg *a, const int64_t *D) {
+static int run(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen) {
+  return s->cx ? run_cuda(s, g, D, in, out, NULL, err, errlen) : sess_run_cpu(s, g, D, in, out, err, errlen);
+}
+
+RtTensor sess_out_tensor(const RtArg *a, const int64_t *D) {
   int64_t shape[RT_MAXDIM];
   for (int d = 0; d < a->ndim; d++) shape[d] = dim_val(a->shape[d], D);
   return rt_tensor_new((RtDType)a->dtype, a->ndim, shape);
 }
 
-// A data column viewed with an input's shape: [n, ...] with the same values per example.
-static int as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTensor *v, char *err, size_t errlen) {
+int sess_as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTensor *v, char *err, size_t errlen) {
   int64_t want = 1, have = 1;
   for (int d = 1; d < a->ndim; d++) want *= a->shape[d].sym ? -1 : a->shape[d].k;
   for (int d = 1; d < col->ndim; d++) have *= col->shape[d];
@@ -477,7 +460,7 @@ static int as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTen
     char ws[160], hs[128];
     shape_str(m, a, ws, sizeof ws);
     tensor_str(col, hs, sizeof hs);
-    return fail(err, errlen, "input '%s' takes %s (%lld values per example), not %s", a->name, ws, (long long)want, hs);
+    return sess_fail(err, errlen, "input '%s' takes %s (%lld values per example), not %s", a->name, ws, (long long)want, hs);
   }
   *v = *col;
   v->owns = 0;
@@ -492,10 +475,10 @@ static int gather(RtSession *s, const RtGraph *g, const RtTensor *cols, RtTensor
     const RtArg *a = &g->ins[i];
     switch (a->role) {
     case RT_ARG_DATA:
-      if (as_input(s->m, &cols[a->col], a, &view[i], err, errlen)) return -1;
+      if (sess_as_input(s->m, &cols[a->col], a, &view[i], err, errlen)) return -1;
       in[i] = &view[i];
       break;
-    case RT_ARG_TENSOR: in[i] = state_of(s, a); break;
+    case RT_ARG_TENSOR: in[i] = sess_state_of(s, a); break;
     default: {
       int k = a->role - RT_ARG_LR;
       if (!s->scalars[k].data) s->scalars[k] = rt_tensor_new(a->role == RT_ARG_STEP ? RT_I64 : RT_F64, 0, NULL);
@@ -509,11 +492,11 @@ static int gather(RtSession *s, const RtGraph *g, const RtTensor *cols, RtTensor
 
 int rt_session_output_shape(RtSession *s, const RtTensor *ins, RtTensor *out, char *err, size_t errlen) {
   const RtGraph *g = s->m->predict;
-  if (!g) return fail(err, errlen, "%s has no prediction graph", s->m->name);
+  if (!g) return sess_fail(err, errlen, "%s has no prediction graph", s->m->name);
   RtTensor *view = calloc(g->nin + 1, sizeof *view), **in = calloc(g->nin + 1, sizeof *in);
   int64_t D[65] = {0};
-  int rc = !view || !in ? fail(err, errlen, "out of memory") : gather(s, g, ins, view, in, err, errlen);
-  if (!rc) rc = bind(s->m, g, in, D, err, errlen);
+  int rc = !view || !in ? sess_fail(err, errlen, "out of memory") : gather(s, g, ins, view, in, err, errlen);
+  if (!rc) rc = sess_bind(s->m, g, in, D, err, errlen);
   if (!rc) {
     const RtArg *a = &g->outs[0];
     out->dtype = (RtDType)a->dtype;
@@ -532,12 +515,12 @@ int rt_session_forward(RtSession *s, const RtTensor *ins, RtTensor *out, char *e
     char ws[128], hs[128];
     tensor_str(&want, ws, sizeof ws);
     tensor_str(out, hs, sizeof hs);
-    return fail(err, errlen, "the output buffer is %s; this input needs %s", hs, ws);
+    return sess_fail(err, errlen, "the output buffer is %s; this input needs %s", hs, ws);
   }
   RtTensor *view = calloc(g->nin + 1, sizeof *view), **in = calloc(g->nin + 1, sizeof *in);
   int64_t D[65] = {0};
-  int rc = !view || !in ? fail(err, errlen, "out of memory") : gather(s, g, ins, view, in, err, errlen);
-  if (!rc) rc = bind(s->m, g, in, D, err, errlen);
+  int rc = !view || !in ? sess_fail(err, errlen, "out of memory") : gather(s, g, ins, view, in, err, errlen);
+  if (!rc) rc = sess_bind(s->m, g, in, D, err, errlen);
   if (!rc) rc = run(s, g, D, in, out, err, errlen);
   free(view); free(in);
   return rc;
@@ -547,24 +530,25 @@ int rt_session_forward(RtSession *s, const RtTensor *ins, RtTensor *out, char *e
 int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err, size_t errlen) {
   const RtModel *m = s->m;
   const RtGraph *g = m->step;
-  if (!g) return fail(err, errlen, "%s has no train statement", m->name);
+  if (!g) return sess_fail(err, errlen, "%s has no train statement", m->name);
+  if (s->par) return rt_par_step(s, cols, lr, loss, err, errlen);
   RtTensor *view = calloc(g->nin + 1, sizeof *view), **in = calloc(g->nin + 1, sizeof *in);
   int64_t D[65] = {0};
-  int rc = !view || !in ? fail(err, errlen, "out of memory") : gather(s, g, cols, view, in, err, errlen);
-  if (!rc) rc = bind(m, g, in, D, err, errlen);
+  int rc = !view || !in ? sess_fail(err, errlen, "out of memory") : gather(s, g, cols, view, in, err, errlen);
+  if (!rc) rc = sess_bind(m, g, in, D, err, errlen);
   if (rc) goto done;
   if (!s->next && !(s->next = calloc(g->nout, sizeof *s->next))) abort();
   for (int o = 0; o < g->nout; o++) {
     RtTensor *t = &s->next[o];
     if (g->outs[o].role == RT_ARG_IN_PLACE) {   // written into the tensor it replaces
-      Named *n = find(s, g->outs[o].name);
-      if (!n) { rc = fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
+      Named *n = sess_find(s, g->outs[o].name);
+      if (!n) { rc = sess_fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
       rt_tensor_free(t);
       *t = n->t;
       t->owns = 0;
       continue;
     }
-    RtTensor want = out_tensor(&g->outs[o], D);
+    RtTensor want = sess_out_tensor(&g->outs[o], D);
     if (!want.data) abort();
     if (t->data && same_shape(t, &want)) { rt_tensor_free(&want); continue; }
     rt_tensor_free(t);
@@ -583,16 +567,16 @@ int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double 
     free(kept);
     if (rc) goto done;
     s->host_stale = 1;
-    for (int i = 0; i < s->ntwins; i++)
-      if (s->twins[i].next) { CUdeviceptr t = s->twins[i].cur; s->twins[i].cur = s->twins[i].next; s->twins[i].next = t; }
+    for (int i = 0; i < s->tw.n; i++)
+      if (s->tw.t[i].next) { CUdeviceptr t = s->tw.t[i].cur; s->tw.t[i].cur = s->tw.t[i].next; s->tw.t[i].next = t; }
   } else if ((rc = run(s, g, D, in, s->next, err, errlen))) {
     goto done;
   }
   // The next values become the current ones: swap the buffers.
   for (int o = 1; !s->cx && o < g->nout; o++) {
     if (g->outs[o].role == RT_ARG_IN_PLACE) continue;
-    Named *n = find(s, g->outs[o].name);
-    if (!n) { rc = fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
+    Named *n = sess_find(s, g->outs[o].name);
+    if (!n) { rc = sess_fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
     void *tmp = n->t.data;
     n->t.data = s->next[o].data;
     s->next[o].data = tmp;
@@ -641,9 +625,9 @@ static int eval_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
   EvalRun *e = ctx;
   const RtGraph *g = e->s->m->eval;
   int64_t D[65] = {0};
-  if (gather(e->s, g, cols, e->view, e->in, e->err, e->n) || bind(e->s->m, g, e->in, D, e->err, e->n)) return -1;
+  if (gather(e->s, g, cols, e->view, e->in, e->err, e->n) || sess_bind(e->s->m, g, e->in, D, e->err, e->n)) return -1;
   for (int k = 0; k < g->nout; k++)
-    if (!(out[k] = out_tensor(&g->outs[k], D)).data) abort();
+    if (!(out[k] = sess_out_tensor(&g->outs[k], D)).data) abort();
   if (!run(e->s, g, D, e->in, out, e->err, e->n)) return 0;
   for (int k = 0; k < g->nout; k++) rt_tensor_free(&out[k]);
   return -1;
@@ -651,21 +635,21 @@ static int eval_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
 
 int rt_session_evaluate(RtSession *s, const RtDataset *ds, int64_t limit, double *vals, char *err, size_t errlen) {
   const RtGraph *g = s->m->eval;
-  if (!g) return fail(err, errlen, "%s has no evaluate statement", s->m->name);
+  if (!g) return sess_fail(err, errlen, "%s has no evaluate statement", s->m->name);
   if (sync_host(s, err, errlen)) return -1;
   RtDType want[RT_DATA_MAXCOL];
   for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
   for (int i = 0; i < g->nin; i++) {
     const RtArg *a = &g->ins[i];
     if (a->role != RT_ARG_DATA) continue;
-    if (a->col >= ds->ncol) return fail(err, errlen, "%s has %d columns; input '%s' needs column %d", ds->source, ds->ncol, a->name, a->col + 1);
+    if (a->col >= ds->ncol) return sess_fail(err, errlen, "%s has %d columns; input '%s' needs column %d", ds->source, ds->ncol, a->name, a->col + 1);
     want[a->col] = (RtDType)a->dtype;
   }
   RtBatcher *b = rt_batcher_new(ds, s->m->eval_batch, 0, 0, want, rt_spare_cpu(rt_threads(s->rt)), err, errlen);
   if (!b) return -1;
   EvalRun e = {s, calloc(g->nin + 1, sizeof(RtTensor)), calloc(g->nin + 1, sizeof(RtTensor *)), err, errlen};
   RtTensor *out = calloc(g->nout + 1, sizeof *out);
-  int rc = !e.view || !e.in || !out ? fail(err, errlen, "out of memory")
+  int rc = !e.view || !e.in || !out ? sess_fail(err, errlen, "out of memory")
          : rt_eval_loop(b, g->nout, g->per_example, limit, eval_batch, &e, out, vals);
   rt_batcher_free(b);
   free(e.view); free(e.in); free(out);
@@ -684,12 +668,12 @@ static const char *in_dir(const char *dir, const char *file, char *buf, size_t n
 int rt_model_data(const RtDataSpec *d, const char *dir, RtDataset *out, char *err, size_t errlen) {
   static const char *names[2] = {"train", "test"};
   memset(out, 0, sizeof *out);
-  if (!d->kind) return fail(err, errlen, "the program reads no data set here");
+  if (!d->kind) return sess_fail(err, errlen, "the program reads no data set here");
   char b[8][4096];
   const char *f[8];
   for (int i = 0; i < d->nfiles; i++) f[i] = in_dir(dir, d->files[i], b[i], sizeof b[i]);
   const char *ddir = dir ? dir : d->dir;
-  if (!d->nfiles && !ddir) return fail(err, errlen, "the data set has no %s split", names[d->split]);
+  if (!d->nfiles && !ddir) return sess_fail(err, errlen, "the data set has no %s split", names[d->split]);
   if (!strcmp(d->kind, "idx"))
     return d->nfiles ? rt_data_idx(f[0], d->nfiles > 1 ? f[1] : NULL, d->normalize, out, err, errlen)
                      : rt_data_idx_dir(ddir, names[d->split], d->normalize, out, err, errlen);

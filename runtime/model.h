@@ -35,6 +35,8 @@ enum {
   RT_ARG_BIAS2,
   RT_ARG_STEP,     // i64: (seed << 32) + step, dropout's stream salt
   RT_ARG_IN_PLACE, // a step's output: computed over the tensor it replaces, in that tensor's storage
+  RT_ARG_SHARE,    // f64: the fraction of the batch a device's share is (the gradient step, below)
+  RT_ARG_GRAD,     // the update's input: the summed gradient col (the gradient step's output 1 + col)
 };
 
 typedef struct { int64_t k; int sym; } RtDim;   // k * D[sym]; sym 0: the constant k
@@ -109,6 +111,13 @@ typedef struct {
   // safetensors images: the parameters as the program initialized them, and the
   // weights embedded with --embed-weights (NULL when none).
   const unsigned char *init, *init_end, *weights, *weights_end;
+  // The training step split for several devices (built with --arch; else NULL): grad
+  // computes a share's loss, gradients (outputs 1..ngrad, named by their parameters) and
+  // statistics (then, named by the state they replace) over a share of the batch, its
+  // loss scaled by RT_ARG_SHARE; update applies the optimizer to the gradients summed
+  // (RT_ARG_GRAD), its outputs as the step's.
+  const RtGraph *grad, *update;
+  int ngrad;
 } RtModel;
 
 // ---- the training loop (model.c): `kiln run`'s train statement and built binaries ----
@@ -149,7 +158,19 @@ void rt_session_free(RtSession *s);
 // Run the graphs on CUDA device `ordinal` from now on (the binary must carry
 // kernels for its architecture: kiln build --arch). 0, or -1 with the reason.
 int rt_session_device(RtSession *s, int ordinal, char *err, size_t errlen);
-// "CUDA device 0: NAME (sm_90, ...)" or "cpu (N threads)".
+// Train on several devices from now on (model_par.c): devices[] are CUDA ordinals and
+// -1 for the CPU's threads (rt_cuda_parse_devices), the first a GPU, where the other
+// graphs run. Each batch splits between them in proportion to their measured speed
+// (measured over the first steps, then every 50); the gradients are summed by NCCL
+// between GPUs, each GPU applying the update to its copy of the state, or else on the
+// host, the CPU applying it. Needs a binary built with --arch. 0, or -1 with the reason.
+int rt_session_devices(RtSession *s, const int *devices, int n, char *err, size_t errlen);
+// After training on several devices: "cuda:0 61% (9100 examples/s), cuda:1 39% (...);
+// the steps ran at N examples/s, 1.6x cuda:0's speed alone"; "" when the session has
+// not split a step, or too few to have measured.
+void rt_session_split_report(const RtSession *s, char *buf, size_t len);
+// "CUDA device 0: NAME (sm_90, ...)" or "cpu (N threads)"; on several devices, how a
+// batch splits too.
 void rt_session_describe_device(const RtSession *s, char *buf, size_t len);
 // Parameters (and optimizer state, step and epoch, when the file has them) from a
 // safetensors file; every parameter must be there with its dtype and shape.

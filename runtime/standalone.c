@@ -28,7 +28,8 @@ static void usage(const RtModel *m, FILE *f) {
     "options:\n"
     "  --weights FILE      safetensors weights (default: the embedded ones, if any)\n"
     "  --threads N         worker threads (default: all cores, or $KILN_THREADS)\n"
-    "  --device cpu|cuda|cuda:N  where the graphs run (cuda: when built with kiln build --arch)\n"
+    "  --device cpu|cuda|cuda:N  where the graphs run (cuda: when built with kiln build --arch);\n"
+    "                      train: cuda:0,1 or cuda+cpu split each batch over several GPUs or GPU and CPU\n"
     "  --batch N           predict: rows per call (default 1000); train: batch size\n"
     "  --data DIR          train: read the data set's files from DIR\n"
     "  --epochs N  --max-steps N  --eval-examples N  --resume CKPT  --progress bar|lines\n",
@@ -129,6 +130,8 @@ static int info(const RtModel *m) {
   for (int i = 0; any && any->cuda && i < any->cuda->nimages; i++)   // compute_XX: PTX, for later GPUs
     printf(" %s_%d", any->cuda->images[i].ptx ? "compute" : "sm", any->cuda->images[i].sm);
   printf(any && any->cuda ? " (--device cuda)\n" : " none (kiln build --arch sm_XX carries them)\n");
+  if (m->grad && m->grad->cuda)
+    printf("several devices: train splits each batch over GPUs (--device cuda:0,1) or GPU and CPU (--device cuda+cpu)\n");
   return 0;
 }
 
@@ -282,6 +285,9 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
   sigaction(SIGINT, &old, NULL);
   rt_progress_finish(l.progress, rc == 1);
   rt_progress_free(l.progress);
+  char split[1024];
+  rt_session_split_report(s, split, sizeof split);
+  if (split[0]) fprintf(stderr, "each batch was split %s\n", split);
   rt_batcher_free(b);
   if (rc >= 0) {   // trained, or stopped by Ctrl-C: save either way
     int stopped = rc;
@@ -310,10 +316,20 @@ int rt_model_main(const RtModel *m, int argc, char **argv) {
   if (!strcmp(a.cmd, "predict") && !m->predict) { fprintf(stderr, "error: %s has no prediction graph\n", m->name); return 1; }
   char err[2048];
   RtSession *s = rt_session_new(m, (int)a.threads, err, sizeof err);
-  int dev = a.device ? rt_cuda_parse_device(a.device) : -1;
-  if (dev == -2) { fprintf(stderr, "error: --device is cpu, cuda or cuda:N, not '%s'\n", a.device); rt_session_free(s); return 2; }
-  if (s && dev >= 0) {
-    if (rt_session_device(s, dev, err, sizeof err)) {
+  int devs[9], ndev = a.device ? rt_cuda_parse_devices(a.device, devs, 9) : 0;
+  if (ndev < 0) {
+    fprintf(stderr, "error: --device is cpu, cuda, cuda:N, cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), "
+            "not '%s'\n", a.device);
+    rt_session_free(s);
+    return 2;
+  }
+  if (ndev > 1 && strcmp(a.cmd, "train")) {
+    fprintf(stderr, "error: --device %s: several devices split training batches; %s runs on one (cuda:N)\n", a.device, a.cmd);
+    rt_session_free(s);
+    return 2;
+  }
+  if (s && ndev && devs[0] >= 0) {
+    if (rt_session_devices(s, devs, ndev, err, sizeof err)) {
       fprintf(stderr, "error: --device %s: %s\n", a.device, err);
       rt_session_free(s);
       return 1;

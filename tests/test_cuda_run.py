@@ -333,7 +333,7 @@ def built(T, tmp):
     T.check("kiln build --lib with a relative -o (the archive was once written to a literal $OLDPWD)",
             b.returncode == 0 and os.path.exists(os.path.join(d, "librel.a")), b.stderr)
     T.check("m_device with a malformed device: an error", outs[2].returncode == 1 and
-            "the device is cpu, cuda or cuda:N, not 'gpu'" in outs[2].stderr, outs[2].stderr)
+            "the device is cpu, cuda, cuda:N, cuda:0,1 or cuda+cpu, not 'gpu'" in outs[2].stderr, outs[2].stderr)
     b = run(["build", src, "-o", plain])
     p = subprocess.run([plain, "predict", os.path.join(d, "in.npy"), "--device", "cuda"] + w, capture_output=True,
                        text=True, env=e)

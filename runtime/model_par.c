@@ -1,0 +1,564 @@
+// A built binary's training step over several devices (rt_session_devices:
+// `OUT train --device cuda:0,1` or `cuda+cpu`), as frontend/parallel.c does it for
+// `kiln run`, from the two graphs `kiln build --arch` adds (model.h): each batch is
+// split into contiguous shares, one per device, in proportion to the devices'
+// measured speed; each device runs the gradient graph on its share, whose loss is
+// scaled by the share's fraction of the batch, so that the shares' gradients sum
+// to the batch's. Then:
+//  - GPUs only, with NCCL: the gradients are all-reduced on the GPUs and each GPU
+//    applies the update to its own copy of the parameters and optimizer state (the
+//    same kernels on the same sums keep the copies equal; the first GPU's are the
+//    session's, which sync_host brings back);
+//  - otherwise: the gradients come to the host, are summed there, and the update
+//    runs on the CPU; the GPUs read the parameters from the host at each step.
+// Batch-norm statistics are one share's (the first GPU's with NCCL, else the
+// largest share's), and dropout draws a stream of its own on each device.
+#include "model_int.h"
+#include "private.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PAR_MAX = 9, BALANCE_FIRST = 3, BALANCE_EVERY = 50 };
+
+typedef struct {
+  int device;               // CUDA ordinal, -1 the CPU
+  RtCudaExec *cx;           // the session's for the first; else own (NULL: the CPU)
+  RtCudaExec own;
+  DevProg own_dev[SESS_NPROGS], *dev;   // what is loaded on its device (the first's: the session's)
+  Twins own_tw, *tw;        // with NCCL: the update's state on its device (the first's: the session's)
+  CUdeviceptr *gbuf;        // with NCCL: its gradients on its device, one per parameter
+  RtTensor *view;           // the gradient step's data inputs: its rows of the batch
+  RtTensor *out;            // the gradient step's results on the host (with NCCL, not the gradients)
+  RtTensor share, seed;     // its fraction of the batch (f64), its random stream (i64)
+  RtCudaProg *prog;         // the gradient step started on its device, until the wait
+  int64_t n, row;           // this step's rows, from row
+  double frac;              // its fraction of a batch, from the last balance
+  double ms;                // this step's time on its share
+  double sum_n, sum_ms;     // since the last balance
+  double rate;              // rows per ms, measured at the last balance (0: not yet)
+} Worker;
+
+struct RtPar {
+  int nw;
+  Worker w[PAR_MAX];
+  int nccl;                 // gradients all-reduced between the GPUs, each applying the update
+  ncclComm_t comm[PAR_MAX];
+  char how[600];            // how gradients are summed, for rt_session_describe_device
+  RtTensor *gsum;           // without NCCL: the gradients summed on the host
+  RtTensor *unext;          // without NCCL: the update's results (next values, swapped in)
+  RtTensor uloss;           // with NCCL: the update's loss output (a 0)
+  RtTensor **in;            // a graph's arguments
+  void **host; size_t *bytes; CUdeviceptr *kept;   // a run's on a device
+  int started;              // a step has run (the first's times include loading and first allocations)
+  int64_t steps;            // steps measured, after the first
+  double wall_ms, wall_n;   // since the last balance: the steps' time and rows
+  double last_rate;         // rows per ms of the whole at the last balance
+  int balances;
+};
+
+static double now_ms(void) { return (double)rt_clock_ns() * 1e-6; }
+
+static void worker_name(const Worker *w, char *buf, size_t len) {
+  if (w->device < 0) snprintf(buf, len, "the CPU");
+  else snprintf(buf, len, "cuda:%d", w->device);
+}
+
+// "cuda:N: " and the device's error.
+static int dev_fail(const Worker *w, char *err, size_t errlen) {
+  return sess_fail(err, errlen, "cuda:%d: %s", w->device, w->cx->err);
+}
+
+static int64_t dim_of(RtDim d, const int64_t *D) { return d.sym ? d.k * D[d.sym] : d.k; }
+
+// t allocated with a's shape, unless it has it already.
+static void ensure(RtTensor *t, const RtArg *a, const int64_t *D) {
+  int same = t->data && (int)t->dtype == a->dtype && t->ndim == a->ndim;
+  for (int d = 0; same && d < a->ndim; d++) same = t->shape[d] == dim_of(a->shape[d], D);
+  if (same) return;
+  rt_tensor_free(t);
+  if (!(*t = sess_out_tensor(a, D)).data) abort();
+}
+
+static RtTensor *scalar(RtSession *s, int role) {
+  RtTensor *t = &s->scalars[role - RT_ARG_LR];
+  if (!t->data) *t = rt_tensor_new(role == RT_ARG_STEP ? RT_I64 : RT_F64, 0, NULL);
+  if (!t->data) abort();
+  return t;
+}
+
+// Whether the update replaces the tensor named name (its state, kept on each GPU with NCCL).
+static int update_state(const RtGraph *u, const char *name) {
+  for (int o = 1; o < u->nout; o++) if (!strcmp(u->outs[o].name, name)) return 1;
+  return 0;
+}
+
+int rt_session_devices(RtSession *s, const int *devices, int n, char *err, size_t errlen) {
+  if (n <= 1) return rt_session_device(s, n == 1 ? devices[0] : -1, err, errlen);
+  const RtModel *m = s->m;
+  if (s->par) return sess_fail(err, errlen, "the session trains on several devices already");
+  if (n > PAR_MAX) return sess_fail(err, errlen, "at most %d devices", PAR_MAX);
+  if (devices[0] < 0) return sess_fail(err, errlen, "the first device is a GPU (cuda+cpu, not cpu+cuda)");
+  if (!m->step) return sess_fail(err, errlen, "%s has no train statement to split over devices", m->name);
+  if (!m->grad || !m->update || !m->grad->cuda || !m->update->cuda)
+    return sess_fail(err, errlen, "this binary carries no CUDA kernels (kiln build --arch sm_XX makes them, and the "
+                "training step split over several devices)");
+  if (s->tw.n) return sess_fail(err, errlen, "the session has trained on one device; choose several before training");
+  if (rt_session_device(s, devices[0], err, errlen)) return -1;
+  int cpu = 0;
+  for (int k = 1; k < n; k++) {
+    if (devices[k] >= s->cu.ndevices)
+      return sess_fail(err, errlen, "no CUDA device %d: this machine has %d", devices[k], s->cu.ndevices);
+    cpu |= devices[k] < 0;
+  }
+  RtPar *P = calloc(1, sizeof *P);
+  if (!P) return sess_fail(err, errlen, "out of memory");
+  s->par = P;   // rt_session_free frees it, also after an error below
+  P->nw = n;
+  const RtGraph *G = m->grad, *U = m->update;
+  int args = G->nin + G->nconst + G->nout, uargs = U->nin + U->nconst + U->nout;
+  if (uargs > args) args = uargs;
+  P->in = calloc(args + 1, sizeof *P->in);
+  P->host = calloc(args + 1, sizeof *P->host);
+  P->bytes = calloc(args + 1, sizeof *P->bytes);
+  P->kept = calloc(args + 1, sizeof *P->kept);
+  if (!P->in || !P->host || !P->bytes || !P->kept) abort();
+  for (int k = 0; k < n; k++) {
+    Worker *w = &P->w[k];
+    w->device = devices[k];
+    w->frac = 1.0 / n;
+    w->cx = !k ? s->cx : w->device >= 0 ? &w->own : NULL;
+    w->dev = !k ? s->dev : w->own_dev;
+    w->tw = !k ? &s->tw : &w->own_tw;
+    w->share = rt_tensor_new(RT_F64, 0, NULL);
+    w->seed = rt_tensor_new(RT_I64, 0, NULL);
+    w->view = calloc(G->nin + 1, sizeof *w->view);
+    w->out = calloc(G->nout + 1, sizeof *w->out);
+    w->gbuf = calloc(m->ngrad + 1, sizeof *w->gbuf);
+    if (!w->share.data || !w->seed.data || !w->view || !w->out || !w->gbuf) abort();
+    if (k && w->cx && rt_cuda_exec_open(w->cx, &s->cu, w->device, err, errlen)) {
+      w->cx = NULL;
+      rt_par_free(s);
+      return -1;
+    }
+  }
+  char why[400] = "";
+  if (!cpu && !rt_cuda_nccl(&s->cu, why, sizeof why)) {
+    int r = s->cu.ncclCommInitAll(P->comm, n, devices);
+    if (r) snprintf(why, sizeof why, "ncclCommInitAll: %s", s->cu.ncclGetErrorString(r));
+    P->nccl = !r;
+  }
+  if (P->nccl)
+    snprintf(P->how, sizeof P->how, "the gradients summed by NCCL (%s) on the GPUs, each applying the update", s->cu.nccl_name);
+  else
+    snprintf(P->how, sizeof P->how, "the gradients summed on the host, the CPU applying the update%s%s%s", cpu ? "" : " (",
+             cpu ? "" : why, cpu ? "" : ")");
+  if (!P->nccl && (!(P->gsum = calloc(m->ngrad + 1, sizeof *P->gsum)) || !(P->unext = calloc(U->nout + 1, sizeof *P->unext))))
+    abort();
+  return 0;
+}
+
+void rt_par_describe(const RtSession *s, char *buf, size_t len) {
+  const RtPar *P = s->par;
+  size_t k = 0;
+  char who[32];
+  for (int i = 1; i < P->nw && k < len; i++) {
+    worker_name(&P->w[i], who, sizeof who);
+    k += snprintf(buf + k, len - k, "%s%s", i == 1 ? "; each training batch split with " : i + 1 < P->nw ? ", " : " and ", who);
+    if (P->w[i].device < 0 && k < len) k += snprintf(buf + k, len - k, " (%d threads)", rt_threads(s->rt));
+  }
+  if (k < len) snprintf(buf + k, len - k, ", %s", P->how);
+}
+
+// The rows each worker takes: its fraction of n, rounded so they add up to n,
+// and at least one each while n allows, so that every device's speed is still
+// measured when the balance is next struck.
+static void split_rows(RtPar *P, int64_t n) {
+  int64_t given = 0;
+  for (int k = 0; k < P->nw; k++) {
+    P->w[k].n = (int64_t)(P->w[k].frac * n);
+    if (!P->w[k].n && n >= P->nw) P->w[k].n = 1;
+    given += P->w[k].n;
+  }
+  while (given != n) {   // the difference from whoever is furthest from its fraction
+    int best = -1, more = given < n;
+    double gap = -1e300;
+    for (int k = 0; k < P->nw; k++) {
+      double g = (P->w[k].frac * n - P->w[k].n) * (more ? 1 : -1);
+      if (g > gap && (more || P->w[k].n > 1)) gap = g, best = k;
+    }
+    P->w[best].n += more ? 1 : -1;
+    given += more ? 1 : -1;
+  }
+  int64_t row = 0;
+  for (int k = 0; k < P->nw; k++) P->w[k].row = row, row += P->w[k].n;
+}
+
+// Worker w's rows of data input a's column.
+static int share_of(const RtModel *m, const RtArg *a, const RtTensor *col, const Worker *w, RtTensor *v, char *err,
+                    size_t errlen) {
+  if (sess_as_input(m, col, a, v, err, errlen)) return -1;
+  size_t row_bytes = v->shape[0] ? rt_tensor_nbytes(v) / (size_t)v->shape[0] : 0;
+  v->data = (char *)v->data + row_bytes * (size_t)w->row;
+  v->shape[0] = w->n;
+  return 0;
+}
+
+// A run of g on w's device: host[] and bytes[] from in[] and out[] (kept[] filled by the caller).
+static int start_on(RtSession *s, Worker *w, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out,
+                    RtCudaProg **prog, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  if (!(*prog = sess_device_prog(w->cx, w->dev, g, err, errlen))) return -1;
+  for (int i = 0; i < g->nin; i++) P->host[i] = in[i]->data, P->bytes[i] = rt_tensor_nbytes(in[i]);
+  for (int i = 0; i < g->nconst; i++) P->host[g->nin + i] = (void *)g->consts[i], P->bytes[g->nin + i] = g->cuda->const_bytes[i];
+  for (int i = 0, o = g->nin + g->nconst; i < g->nout; i++) P->host[o + i] = out[i].data, P->bytes[o + i] = rt_tensor_nbytes(&out[i]);
+  if (rt_cuda_run_start(w->cx, *prog, D, P->host, P->bytes, g->nin, g->nconst, g->nout, P->kept, 0))
+    return dev_fail(w, err, errlen);
+  return 0;
+}
+
+static int gbuf_of(Worker *w, const RtArg *a, int j, char *err, size_t errlen) {
+  if (w->gbuf[j]) return 0;
+  int64_t D[65] = {0};
+  ensure(&w->out[1 + j], a, D);   // a gradient's shape is its parameter's: no batch axis
+  if (!(w->gbuf[j] = rt_cuda_alloc(w->cx, rt_tensor_nbytes(&w->out[1 + j])))) return dev_fail(w, err, errlen);
+  return 0;
+}
+
+// Starts the gradient step on worker k's share of the batch cols (n rows); on the CPU, runs it.
+static int grad_start(RtSession *s, int k, const RtTensor *cols, int64_t n, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  Worker *w = &P->w[k];
+  const RtModel *m = s->m;
+  const RtGraph *G = m->grad;
+  int gpu = w->device >= 0;
+  memset(P->kept, 0, sizeof *P->kept * (G->nin + G->nconst + G->nout));
+  for (int i = 0; i < G->nin; i++) {
+    const RtArg *a = &G->ins[i];
+    switch (a->role) {
+    case RT_ARG_DATA:
+      if (share_of(m, a, &cols[a->col], w, &w->view[i], err, errlen)) return -1;
+      P->in[i] = &w->view[i];
+      break;
+    case RT_ARG_TENSOR:
+      P->in[i] = sess_state_of(s, a);
+      if (gpu && P->nccl && update_state(m->update, a->name)) {
+        Twin *t = sess_twin_of(w->cx, w->tw, sess_find(s, a->name), err, errlen);
+        if (!t) return -1;
+        P->kept[i] = t->cur;
+      }
+      break;
+    case RT_ARG_SHARE:
+      *(double *)w->share.data = (double)w->n / (double)n;
+      P->in[i] = &w->share;
+      break;
+    case RT_ARG_STEP:
+      *(int64_t *)w->seed.data = (int64_t)(((uint64_t)m->seed << 32) + (uint64_t)s->step + (uint64_t)k * 0x9E3779B97F4A7C15ull);
+      P->in[i] = &w->seed;
+      break;
+    default: return sess_fail(err, errlen, "internal: the gradient step's input '%s' has role %d", a->name, a->role);
+    }
+  }
+  int64_t D[65] = {0};
+  if (sess_bind(m, G, P->in, D, err, errlen)) return -1;
+  for (int o = 0; o < G->nout; o++) ensure(&w->out[o], &G->outs[o], D);
+  if (!gpu) {
+    double t0 = now_ms();
+    int rc = sess_run_cpu(s, G, D, P->in, w->out, err, errlen);
+    w->ms = now_ms() - t0;
+    return rc;
+  }
+  for (int j = 0; P->nccl && j < m->ngrad; j++) {
+    if (gbuf_of(w, &G->outs[1 + j], j, err, errlen)) return -1;
+    P->kept[G->nin + G->nconst + 1 + j] = w->gbuf[j];
+  }
+  if (rt_cuda_time_begin(w->cx)) return dev_fail(w, err, errlen);
+  if (start_on(s, w, G, D, P->in, w->out, &w->prog, err, errlen)) return -1;
+  return rt_cuda_time_end(w->cx) ? dev_fail(w, err, errlen) : 0;
+}
+
+// The next batch's shares copied to their GPUs while this step runs, split as
+// this one was (after a balance the split differs, and the next step's runs copy
+// their shares themselves: the copy is matched by storage and size).
+static int copy_shares_ahead(RtSession *s, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  const RtGraph *G = s->m->grad;
+  RtTensor cols[RT_DATA_MAXCOL], v;
+  void *host[RT_CUDA_MAXAHEAD];
+  size_t bytes[RT_CUDA_MAXAHEAD];
+  int64_t was_n[PAR_MAX], was_row[PAR_MAX], next = rt_batcher_peek(s->ahead, cols);
+  for (int k = 0; k < P->nw; k++) {
+    was_n[k] = P->w[k].n, was_row[k] = P->w[k].row;
+    if (P->w[k].cx) rt_cuda_drop_prefetched(P->w[k].cx);
+  }
+  if (next < P->nw) return 0;   // the epoch's end, or a batch too small to split (the step refuses it)
+  split_rows(P, next);
+  int rc = 0;
+  for (int k = 0; k < P->nw && !rc; k++) {
+    Worker *w = &P->w[k];
+    int c = 0;
+    for (int i = 0; w->cx && w->n && i < G->nin && c < RT_CUDA_MAXAHEAD; i++) {
+      if (G->ins[i].role != RT_ARG_DATA) continue;
+      if (share_of(s->m, &G->ins[i], &cols[G->ins[i].col], w, &v, NULL, 0)) break;   // the next step says why
+      host[c] = v.data, bytes[c++] = rt_tensor_nbytes(&v);
+    }
+    if (c && rt_cuda_prefetch(w->cx, host, bytes, c)) rc = dev_fail(w, err, errlen);
+  }
+  for (int k = 0; k < P->nw; k++) P->w[k].n = was_n[k], P->w[k].row = was_row[k];
+  return rc;
+}
+
+static int all_reduce(RtSession *s, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  RtCuda *cu = &s->cu;
+  const RtGraph *G = s->m->grad;
+  for (int k = 0; k < P->nw; k++) {   // a GPU without rows this step adds zeros
+    Worker *w = &P->w[k];
+    for (int j = 0; !w->n && j < s->m->ngrad; j++)
+      if (gbuf_of(w, &G->outs[1 + j], j, err, errlen) || rt_cuda_zero(w->cx, w->gbuf[j], rt_tensor_nbytes(&w->out[1 + j])))
+        return sess_fail(err, errlen, "cuda:%d: cannot clear its gradients: %s", w->device, w->cx->err);
+  }
+  int r = cu->ncclGroupStart();
+  for (int k = 0; k < P->nw && !r; k++) {
+    Worker *w = &P->w[k];
+    for (int j = 0; j < s->m->ngrad && !r; j++) {
+      const RtTensor *g = &w->out[1 + j];
+      void *d = (void *)(uintptr_t)w->gbuf[j];
+      r = cu->ncclAllReduce(d, d, (size_t)rt_tensor_numel(g), g->dtype == RT_F64 ? RT_NCCL_F64 : RT_NCCL_F32, RT_NCCL_SUM,
+                            P->comm[k], w->cx->stream);
+    }
+  }
+  int r2 = cu->ncclGroupEnd();
+  if (r || r2) return sess_fail(err, errlen, "NCCL's all-reduce of the gradients failed: %s", cu->ncclGetErrorString(r ? r : r2));
+  return 0;
+}
+
+// The update's arguments: the session's tensors and scalars, gradients from grads.
+static void update_args(RtSession *s, RtTensor *grads) {
+  const RtGraph *U = s->m->update;
+  for (int i = 0; i < U->nin; i++) {
+    const RtArg *a = &U->ins[i];
+    s->par->in[i] = a->role == RT_ARG_TENSOR ? sess_state_of(s, a) : a->role == RT_ARG_GRAD ? &grads[a->col] : scalar(s, a->role);
+  }
+}
+
+// With NCCL: the update on each GPU, over its copy of the state and its summed gradients.
+static int update_on_gpus(RtSession *s, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  const RtGraph *U = s->m->update;
+  int64_t D[65] = {0};
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    update_args(s, w->out + 1);
+    if (sess_bind(s->m, U, P->in, D, err, errlen)) return -1;
+    memset(P->kept, 0, sizeof *P->kept * (U->nin + U->nconst + U->nout));
+    for (int i = 0; i < U->nin; i++) {
+      const RtArg *a = &U->ins[i];
+      Twin *t = a->role == RT_ARG_TENSOR ? sess_twin_of(w->cx, w->tw, sess_find(s, a->name), err, errlen) : NULL;
+      if (a->role == RT_ARG_TENSOR && !t) return -1;
+      P->kept[i] = t ? t->cur : a->role == RT_ARG_GRAD ? w->gbuf[a->col] : 0;
+    }
+    RtTensor *out = calloc(U->nout + 1, sizeof *out);
+    if (!out) abort();
+    ensure(&P->uloss, &U->outs[0], D);
+    out[0] = P->uloss;
+    int rc = 0;
+    for (int o = 1; o < U->nout && !rc; o++) {
+      Named *nm = sess_find(s, U->outs[o].name);
+      Twin *t = nm ? sess_twin_of(w->cx, w->tw, nm, err, errlen) : NULL;
+      if (!t) {
+        rc = nm ? -1 : sess_fail(err, errlen, "internal: the update writes '%s', which the session lacks", U->outs[o].name);
+        break;
+      }
+      int in_place = U->outs[o].role == RT_ARG_IN_PLACE;
+      if (!in_place && !t->next && !(t->next = rt_cuda_alloc(w->cx, t->bytes))) rc = dev_fail(w, err, errlen);
+      out[o] = nm->t;
+      P->kept[U->nin + U->nconst + o] = in_place ? t->cur : t->next;
+    }
+    RtCudaProg *prog;
+    rc = rc || start_on(s, w, U, D, P->in, out, &prog, err, errlen);
+    free(out);
+    if (rc) return -1;
+    if (rt_cuda_run_wait(w->cx, prog, NULL)) return dev_fail(w, err, errlen);
+    for (int i = 0; i < w->tw->n; i++)
+      if (w->tw->t[i].next) { CUdeviceptr c = w->tw->t[i].cur; w->tw->t[i].cur = w->tw->t[i].next; w->tw->t[i].next = c; }
+  }
+  s->host_stale = 1;
+  return 0;
+}
+
+// Without NCCL: the shares' gradients summed on the host, and the update on the CPU.
+static int update_on_cpu(RtSession *s, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  const RtModel *m = s->m;
+  const RtGraph *U = m->update;
+  int64_t D[65] = {0};
+  for (int j = 0; j < m->ngrad; j++) {
+    RtTensor *dst = &P->gsum[j];
+    ensure(dst, &m->grad->outs[1 + j], D);
+    int64_t e = rt_tensor_numel(dst);
+    memset(dst->data, 0, rt_tensor_nbytes(dst));
+    for (int k = 0; k < P->nw; k++) {
+      if (!P->w[k].n) continue;
+      const void *g = P->w[k].out[1 + j].data;
+      if (dst->dtype == RT_F64) for (int64_t i = 0; i < e; i++) ((double *)dst->data)[i] += ((const double *)g)[i];
+      else for (int64_t i = 0; i < e; i++) ((float *)dst->data)[i] += ((const float *)g)[i];
+    }
+  }
+  update_args(s, P->gsum);
+  if (sess_bind(m, U, P->in, D, err, errlen)) return -1;
+  for (int o = 0; o < U->nout; o++) {
+    Named *nm = o ? sess_find(s, U->outs[o].name) : NULL;
+    if (o && !nm) return sess_fail(err, errlen, "internal: the update writes '%s', which the session lacks", U->outs[o].name);
+    if (o && U->outs[o].role == RT_ARG_IN_PLACE) {   // written into the tensor it replaces
+      rt_tensor_free(&P->unext[o]);
+      P->unext[o] = nm->t;
+      P->unext[o].owns = 0;
+    } else {
+      ensure(&P->unext[o], &U->outs[o], D);
+    }
+  }
+  if (sess_run_cpu(s, U, D, P->in, P->unext, err, errlen)) return -1;
+  for (int o = 1; o < U->nout; o++) {   // the next values become the current ones
+    if (U->outs[o].role == RT_ARG_IN_PLACE) continue;
+    Named *nm = sess_find(s, U->outs[o].name);
+    void *tmp = nm->t.data;
+    nm->t.data = P->unext[o].data;
+    P->unext[o].data = tmp;
+  }
+  return 0;
+}
+
+// The split, and the devices' measured speeds: "cuda:0 80% (9100 examples/s), the CPU 20% (1200 examples/s)".
+static void split_text(const RtPar *P, char *buf, size_t len) {
+  size_t k = 0;
+  char who[32];
+  buf[0] = 0;
+  for (int i = 0; i < P->nw && k < len; i++) {
+    worker_name(&P->w[i], who, sizeof who);
+    k += snprintf(buf + k, len - k, "%s%s %.0f%% (%.0f examples/s)", i ? ", " : "", who, 100 * P->w[i].frac, P->w[i].rate * 1e3);
+  }
+}
+
+// Each worker's fraction of a batch from its measured rows per millisecond.
+static void balance(RtPar *P) {
+  double total = 0;
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    if (w->sum_n > 0 && w->sum_ms > 0) w->rate = w->sum_n / w->sum_ms;
+    w->sum_n = w->sum_ms = 0;
+    total += w->rate;
+  }
+  P->last_rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : 0;
+  P->wall_ms = P->wall_n = 0;
+  for (int k = 0; total > 0 && k < P->nw; k++) P->w[k].frac = P->w[k].rate / total;
+  P->balances++;
+}
+
+void rt_session_split_report(const RtSession *s, char *buf, size_t len) {
+  const RtPar *P = s->par;
+  if (len) buf[0] = 0;
+  if (!P || !P->balances || !len) return;   // too few steps to have measured anything
+  char who[32];
+  split_text(P, buf, len);
+  int fastest = 0;
+  for (int k = 1; k < P->nw; k++) if (P->w[k].rate > P->w[fastest].rate) fastest = k;
+  worker_name(&P->w[fastest], who, sizeof who);
+  double rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : P->last_rate;
+  size_t k = strlen(buf);
+  if (k < len)
+    snprintf(buf + k, len - k, "; the steps ran at %.0f examples/s, %.2fx %s's speed alone", rate * 1e3,
+             P->w[fastest].rate > 0 ? rate / P->w[fastest].rate : 0, who);
+}
+
+int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err, size_t errlen) {
+  RtPar *P = s->par;
+  const RtModel *m = s->m;
+  const RtGraph *G = m->grad;
+  double t0 = now_ms();
+  int64_t n = -1;
+  for (int i = 0; i < G->nin && n < 0; i++) if (G->ins[i].role == RT_ARG_DATA) n = cols[G->ins[i].col].shape[0];
+  if (n < 0) return sess_fail(err, errlen, "the training step reads no data to split");
+  if (n < P->nw) return sess_fail(err, errlen, "batch %lld is smaller than the %d devices it is split over", (long long)n, P->nw);
+  split_rows(P, n);
+  if (lr < 0) lr = m->sched.lr;
+  double step = (double)(s->step + 1);
+  *(double *)scalar(s, RT_ARG_LR)->data = lr;
+  *(double *)scalar(s, RT_ARG_BIAS1)->data = 1 / (1 - pow(m->beta1, step));
+  *(double *)scalar(s, RT_ARG_BIAS2)->data = 1 / (1 - pow(m->beta2, step));
+  // The shares' gradients: the GPUs' queued, then the CPU's run, then the GPUs waited for.
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < P->nw; k++)
+      if (P->w[k].n && (P->w[k].device < 0) == pass && grad_start(s, k, cols, n, err, errlen)) return -1;
+  if (s->ahead && copy_shares_ahead(s, err, errlen)) return -1;
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    if (!w->n || w->device < 0) continue;
+    if (rt_cuda_run_wait(w->cx, w->prog, NULL)) return dev_fail(w, err, errlen);
+    w->ms = rt_cuda_time_ms(w->cx);
+  }
+  *loss = 0;
+  for (int k = 0; k < P->nw; k++) {
+    const RtTensor *l = &P->w[k].out[0];
+    if (P->w[k].n) *loss += (l->dtype == RT_F32 ? *(float *)l->data : *(double *)l->data) * (double)P->w[k].n / (double)n;
+  }
+  if (P->nccl ? all_reduce(s, err, errlen) || update_on_gpus(s, err, errlen) : update_on_cpu(s, err, errlen)) return -1;
+  // The statistics of one share: with NCCL the first GPU's; else the largest share's.
+  int src = 0;
+  for (int k = 1; !P->nccl && k < P->nw; k++) if (P->w[k].n > P->w[src].n) src = k;
+  for (int o = 1 + m->ngrad; P->w[src].n && o < G->nout; o++) {
+    Named *nm = sess_find(s, G->outs[o].name);
+    if (!nm) return sess_fail(err, errlen, "internal: the gradient step writes '%s', which the session lacks", G->outs[o].name);
+    void *tmp = nm->t.data;
+    nm->t.data = P->w[src].out[o].data;
+    P->w[src].out[o].data = tmp;
+  }
+  s->step++;
+  if (!P->started) return P->started = 1, 0;   // its times include loading and first allocations
+  for (int k = 0; k < P->nw; k++) P->w[k].sum_n += (double)P->w[k].n, P->w[k].sum_ms += P->w[k].n ? P->w[k].ms : 0;
+  P->wall_ms += now_ms() - t0;
+  P->wall_n += (double)n;
+  if (++P->steps == BALANCE_FIRST || (P->steps > BALANCE_FIRST && (P->steps - BALANCE_FIRST) % BALANCE_EVERY == 0)) balance(P);
+  return 0;
+}
+
+void rt_par_drop_twins(RtSession *s) {
+  for (int k = 1; k < s->par->nw; k++)
+    if (s->par->w[k].cx) sess_drop_twins(s->par->w[k].cx, s->par->w[k].tw);
+}
+
+void rt_par_free(RtSession *s) {
+  RtPar *P = s->par;
+  if (!P) return;
+  const RtModel *m = s->m;
+  for (int k = 0; k < P->nw; k++) {
+    Worker *w = &P->w[k];
+    if (w->cx) {
+      rt_cuda_sync(w->cx);
+      for (int j = 0; w->gbuf && j < m->ngrad; j++) rt_cuda_free(w->cx, w->gbuf[j]);
+    }
+    if (k && w->cx) {
+      sess_drop_twins(w->cx, w->tw);
+      for (int i = 0; i < SESS_NPROGS; i++) if (w->own_dev[i].g) rt_cuda_prog_free(w->cx, &w->own_dev[i].p);
+      rt_cuda_exec_close(w->cx);
+    }
+    for (int o = 0; w->out && o < m->grad->nout; o++) rt_tensor_free(&w->out[o]);
+    free(w->out);
+    free(w->view);
+    free(w->gbuf);
+    rt_tensor_free(&w->share);
+    rt_tensor_free(&w->seed);
+  }
+  for (int k = 0; P->nccl && k < P->nw; k++) if (P->comm[k]) s->cu.ncclCommDestroy(P->comm[k]);
+  for (int j = 0; P->gsum && j < m->ngrad; j++) rt_tensor_free(&P->gsum[j]);
+  for (int o = 0; P->unext && o < m->update->nout; o++) rt_tensor_free(&P->unext[o]);
+  rt_tensor_free(&P->uloss);
+  free(P->gsum);
+  free(P->unext);
+  free(P->in);
+  free(P->host);
+  free(P->bytes);
+  free(P->kept);
+  free(P);
+  s->par = NULL;
+}
