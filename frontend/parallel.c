@@ -16,11 +16,13 @@
 // data-parallel frameworks do without synchronized batch norm), and dropout
 // draws a stream of its own on each device.
 #include "train_int.h"
+#include "runtime/split.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { PAR_MAX = PIPE_MAXPEERS + 1, BALANCE_FIRST = 3, BALANCE_EVERY = 50 };
+enum { PAR_MAX = PIPE_MAXPEERS + 1 };
+_Static_assert((int)PAR_MAX <= (int)RT_SPLIT_MAX, "a split takes every device");
 
 typedef struct {
   Pipe *pipe;            // &ev->pipe for the first, else own
@@ -30,11 +32,7 @@ typedef struct {
   Program *update;       // with NCCL: the optimizer's update on this GPU
   RtTensor *in, *out;    // grad's arguments; its results (out owned)
   RtTensor share, seed;  // its fraction of the batch (f64), its random stream (i64)
-  int64_t n, row;        // this step's rows, from row
-  double frac;           // its fraction of a batch, from the last balance
-  double ms;             // this step's time on its share
-  double sum_n, sum_ms;  // since the last balance
-  double rate;           // rows per ms, measured at the last balance (0: not yet)
+  RtShare *sh;           // its share of each batch (Par's split)
 } Worker;
 
 struct Par {
@@ -50,21 +48,13 @@ struct Par {
   RtTensor **stat_dst;      // the states the statistics replace
   RtTensor *gsum;           // without NCCL: the gradients summed (np)
   RtTensor *uin;            // an update's arguments
-  int64_t steps;
-  double wall_ms, wall_n;   // since the last balance: the steps' time and rows
-  double last_rate;         // rows per ms of the whole at the last balance
-  int balances;
+  RtSplit split;            // each worker's share of a batch
 };
 
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static void worker_name(const Worker *w, char *buf, size_t len) {
-  if (w->device < 0) snprintf(buf, len, "the CPU");
-  else snprintf(buf, len, "cuda:%d", w->device);
 }
 
 // ev's pipe for another device (-1: the CPU), sharing its JIT, runtime and
@@ -94,7 +84,7 @@ static void pipe_drop(Pipe *p) {
 
 static Program *compile_on(Ev *ev, Pipe *p, IrGraph *g, const char *what, const Worker *w, Span sp) {
   char err[8192], label[300], who[32] = "the CPU";
-  if (w) worker_name(w, who, sizeof who);
+  if (w) rt_split_name(w->device, who, sizeof who);
   snprintf(label, sizeof label, "%s of %s:%d:%d on %s", what, sp.src->name, sp.line, sp.col, who);
   p->label = label;
   Program *pr = pipe_compile(p, g, err, sizeof err);
@@ -155,13 +145,14 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
     w->device = devs[k] = k ? ev->pipe.peers[k - 1] : ev->pipe.device;
-    w->frac = 1.0 / P->nw;
+    w->sh = &P->split.sh[k];
     cpu |= w->device < 0;
     if (k) worker_open(ev, w, sp);
     else w->pipe = &ev->pipe;
     w->share = rt_tensor_new(RT_F64, 0, NULL);
     w->seed = rt_tensor_new(RT_I64, 0, NULL);
   }
+  rt_split_init(&P->split, devs, P->nw);
   char why[512] = "";
   if (!cpu && !rt_cuda_nccl(ev->pipe.cuda, why, sizeof why)) {
     int r = ev->pipe.cuda->ncclCommInitAll(P->comm, P->nw, devs);
@@ -203,7 +194,7 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
   }
   char list[512] = "", who[32];
   for (int k = 0; k < P->nw; k++) {
-    worker_name(&P->w[k], who, sizeof who);
+    rt_split_name(P->w[k].device, who, sizeof who);
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", !k ? "" : k + 1 < P->nw ? ", " : " and ", who);
   }
   if (P->nccl)
@@ -213,30 +204,6 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
     fprintf(stderr, "kiln: the training step splits each batch of %lld between %s; the gradients are summed on the host "
             "and the CPU applies the update%s%s%s\n", (long long)ts->batch, list, cpu ? "" : " (", cpu ? "" : why, cpu ? "" : ")");
   return P;
-}
-
-// The rows each worker takes: its fraction of n, rounded so they add up to n,
-// and at least one each while n allows, so that every device's speed is still
-// measured when the balance is next struck.
-static void split_rows(Par *P, int64_t n) {
-  int64_t given = 0;
-  for (int k = 0; k < P->nw; k++) {
-    P->w[k].n = (int64_t)(P->w[k].frac * n);
-    if (!P->w[k].n && n >= P->nw) P->w[k].n = 1;
-    given += P->w[k].n;
-  }
-  while (given != n) {   // the difference from whoever is furthest from its fraction
-    int best = -1, more = given < n;
-    double gap = -1e300;
-    for (int k = 0; k < P->nw; k++) {
-      double g = (P->w[k].frac * n - P->w[k].n) * (more ? 1 : -1);
-      if (g > gap && (more || P->w[k].n > 1)) gap = g, best = k;
-    }
-    P->w[best].n += more ? 1 : -1;
-    given += more ? 1 : -1;
-  }
-  int64_t row = 0;
-  for (int k = 0; k < P->nw; k++) P->w[k].row = row, row += P->w[k].n;
 }
 
 static void fail_on(Par *P, Worker *w, int rc, Span sp) {
@@ -270,14 +237,14 @@ static void wait_on(Par *P, Worker *w, Program *pr, Span sp) {
 static RtTensor share_of(const Par *P, int i, const RtTensor *cols, const Worker *w) {
   RtTensor v = as_input(&cols[P->col[i]], P->ins[i]);
   size_t row_bytes = (size_t)(rt_tensor_numel(&v) / (v.shape[0] ? v.shape[0] : 1)) * rt_dtype_size(v.dtype);
-  v.data = (char *)v.data + row_bytes * w->row;
-  v.shape[0] = w->n;
+  v.data = (char *)v.data + row_bytes * w->sh->row;
+  v.shape[0] = w->sh->n;
   return v;
 }
 
 // The worker's arguments: its rows of each data column, its share, its stream.
 static void grad_args(Par *P, Worker *w, const RtTensor *cols, int64_t n, int64_t seed, int k) {
-  *(double *)w->share.data = (double)w->n / (double)n;
+  *(double *)w->share.data = (double)w->sh->n / (double)n;
   *(int64_t *)w->seed.data = (int64_t)((uint64_t)seed + (uint64_t)k * 0x9E3779B97F4A7C15ull);
   for (int i = 0; i < P->nin; i++) {
     if (P->col[i] == COL_SHARE) { w->in[i] = w->share; continue; }
@@ -294,19 +261,19 @@ static void copy_shares_ahead(Par *P, RtBatcher *b, Span sp) {
   RtTensor cols[RT_DATA_MAXCOL], in[RT_CUDA_MAXAHEAD];
   int64_t was_n[PAR_MAX], was_row[PAR_MAX], m = rt_batcher_peek(b, cols);
   for (int k = 0; k < P->nw; k++) {
-    was_n[k] = P->w[k].n, was_row[k] = P->w[k].row;
+    was_n[k] = P->w[k].sh->n, was_row[k] = P->w[k].sh->row;
     if (P->w[k].device >= 0) rt_cuda_drop_prefetched(P->w[k].pipe->cx);
   }
   if (m < P->nw) return;   // the epoch's end, or a batch too small to split (par_step refuses it)
-  split_rows(P, m);
+  rt_split_rows(&P->split, m);
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
     int n = 0;
-    for (int i = 0; w->device >= 0 && w->n && i < P->nin && n < RT_CUDA_MAXAHEAD; i++)
+    for (int i = 0; w->device >= 0 && w->sh->n && i < P->nin && n < RT_CUDA_MAXAHEAD; i++)
       if (P->col[i] >= 0) in[n++] = share_of(P, i, cols, w);
     if (n && pipe_cuda_prefetch(w->pipe, in, n)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
   }
-  for (int k = 0; k < P->nw; k++) P->w[k].n = was_n[k], P->w[k].row = was_row[k];
+  for (int k = 0; k < P->nw; k++) P->w[k].sh->n = was_n[k], P->w[k].sh->row = was_row[k];
 }
 
 // The update's arguments, its gradients from grads.
@@ -329,7 +296,7 @@ static void sum_gradients(Par *P, Span sp) {
     int f64 = dst->dtype == RT_F64;
     memset(dst->data, 0, (size_t)m * rt_dtype_size(dst->dtype));
     for (int k = 0; k < P->nw; k++) {
-      if (!P->w[k].n) continue;
+      if (!P->w[k].sh->n) continue;
       const void *g = P->w[k].out[1 + j].data;
       if (f64) for (int64_t e = 0; e < m; e++) ((double *)dst->data)[e] += ((const double *)g)[e];
       else for (int64_t e = 0; e < m; e++) ((float *)dst->data)[e] += ((const float *)g)[e];
@@ -341,7 +308,7 @@ static void all_reduce(Par *P, Span sp) {
   RtCuda *cu = P->ev->pipe.cuda;
   for (int k = 0; k < P->nw; k++) {   // a GPU without rows this step adds zeros
     Worker *w = &P->w[k];
-    for (int j = 0; !w->n && j < P->np; j++) {
+    for (int j = 0; !w->sh->n && j < P->np; j++) {
       CUdeviceptr d = pipe_cuda_mirror(w->pipe, &w->out[1 + j]);
       if (!d || rt_cuda_zero(w->pipe->cx, d, (size_t)rt_tensor_numel(&w->out[1 + j]) * rt_dtype_size(w->out[1 + j].dtype)))
         ev_fail(P->ev, sp, "cuda:%d: cannot clear its gradients: %s", w->device, d ? w->pipe->cx->err : "none on the device");
@@ -360,62 +327,31 @@ static void all_reduce(Par *P, Span sp) {
   if (r || r2) ev_fail(P->ev, sp, "NCCL's all-reduce of the gradients failed: %s", cu->ncclGetErrorString(r ? r : r2));
 }
 
-// The split, and the devices' measured speeds: "cuda:0 80% (9100 examples/s), the CPU 20% (1200 examples/s)".
-static void split_text(const Par *P, char *buf, size_t len) {
-  size_t k0 = 0;
-  char who[32];
-  buf[0] = 0;
-  for (int k = 0; k < P->nw && k0 < len; k++) {
-    worker_name(&P->w[k], who, sizeof who);
-    k0 += snprintf(buf + k0, len - k0, "%s%s %.0f%% (%.0f examples/s)", k ? ", " : "", who, 100 * P->w[k].frac,
-                   P->w[k].rate * 1e3);
-  }
-}
-
-// Every BALANCE_EVERY steps (and after the first few): each worker's fraction
-// of a batch from its measured rows per millisecond.
-static void balance(Par *P) {
-  double total = 0;
-  for (int k = 0; k < P->nw; k++) {
-    Worker *w = &P->w[k];
-    if (w->sum_n > 0 && w->sum_ms > 0) w->rate = w->sum_n / w->sum_ms;
-    w->sum_n = w->sum_ms = 0;
-    total += w->rate;
-  }
-  P->last_rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : 0;
-  P->wall_ms = P->wall_n = 0;
-  for (int k = 0; total > 0 && k < P->nw; k++) P->w[k].frac = P->w[k].rate / total;
-  if (P->balances++) return;
-  char split[1024];
-  split_text(P, split, sizeof split);
-  fprintf(stderr, "kiln: measured over the first steps, each batch now splits %s\n", split);
-}
-
 void par_step(Par *P, Step *up, const RtTensor *cols, int64_t n, RtBatcher *b, int64_t seed, int first, Span sp,
               double *loss) {
   double t0 = now_ms();
-  split_rows(P, n);
+  rt_split_rows(&P->split, n);
   // The shares' gradients: the GPUs' queued, then the CPU's run, then the GPUs waited for.
   for (int pass = 0; pass < 2; pass++)
     for (int k = 0; k < P->nw; k++) {
       Worker *w = &P->w[k];
-      if (!w->n || (w->device < 0) != pass) continue;
+      if (!w->sh->n || (w->device < 0) != pass) continue;
       grad_args(P, w, cols, n, seed, k);
       double c0 = now_ms();
       if (w->device >= 0 && rt_cuda_time_begin(w->pipe->cx)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
       start_on(P, w->pipe, w, w->grad, w->in, w->out, first || !w->out[0].data, sp);
       if (w->device >= 0 && rt_cuda_time_end(w->pipe->cx)) fail_on(P, w, PROG_DEVICE_ERROR, sp);
-      w->ms = now_ms() - c0;
+      w->sh->ms = now_ms() - c0;
     }
   copy_shares_ahead(P, b, sp);
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
-    if (!w->n || w->device < 0) continue;
+    if (!w->sh->n || w->device < 0) continue;
     wait_on(P, w, w->grad, sp);
-    w->ms = rt_cuda_time_ms(w->pipe->cx);
+    w->sh->ms = rt_cuda_time_ms(w->pipe->cx);
   }
   *loss = 0;
-  for (int k = 0; k < P->nw; k++) *loss += P->w[k].n ? scalar_value(&P->w[k].out[0]) * (double)P->w[k].n / (double)n : 0;
+  for (int k = 0; k < P->nw; k++) *loss += P->w[k].sh->n ? scalar_value(&P->w[k].out[0]) * (double)P->w[k].sh->n / (double)n : 0;
   // The update, on the summed gradients.
   RtTensor *out = first ? up->out : up->out_args;
   if (P->nccl) {
@@ -433,31 +369,25 @@ void par_step(Par *P, Step *up, const RtTensor *cols, int64_t n, RtBatcher *b, i
   // The statistics of one share: with NCCL the first GPU's, which keeps them
   // (the GPUs' shares are alike); else the largest share's.
   int src = 0;
-  for (int k = 1; !P->nccl && k < P->nw; k++) if (P->w[k].n > P->w[src].n) src = k;
-  for (int j = 0; P->w[src].n && j < P->nstat; j++) {
+  for (int k = 1; !P->nccl && k < P->nw; k++) if (P->w[k].sh->n > P->w[src].sh->n) src = k;
+  for (int j = 0; P->w[src].sh->n && j < P->nstat; j++) {
     void *tmp = P->stat_dst[j]->data;
     P->stat_dst[j]->data = P->w[src].out[1 + P->np + j].data;
     P->w[src].out[1 + P->np + j].data = tmp;
   }
-  if (first) return;   // the first step's times include loading and first allocations
-  for (int k = 0; k < P->nw; k++) P->w[k].sum_n += (double)P->w[k].n, P->w[k].sum_ms += P->w[k].n ? P->w[k].ms : 0;
-  P->wall_ms += now_ms() - t0;
-  P->wall_n += (double)n;
-  if (++P->steps == BALANCE_FIRST || (P->steps > BALANCE_FIRST && (P->steps - BALANCE_FIRST) % BALANCE_EVERY == 0)) balance(P);
+  char split[1024];
+  if (rt_split_step(&P->split, n, now_ms() - t0)) {
+    rt_split_text(&P->split, split, sizeof split);
+    fprintf(stderr, "kiln: measured over the first steps, each batch now splits %s\n", split);
+  }
 }
 
 // At the end of the statement: the split, and what splitting gained over the
 // fastest device alone (its speed on its own share).
 void par_report(Par *P) {
-  if (!P->balances) return;   // too few steps to have measured anything
-  char split[1024], who[32];
-  split_text(P, split, sizeof split);
-  int fastest = 0;
-  for (int k = 1; k < P->nw; k++) if (P->w[k].rate > P->w[fastest].rate) fastest = k;
-  worker_name(&P->w[fastest], who, sizeof who);
-  double rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : P->last_rate;
-  fprintf(stderr, "kiln: each batch was split %s; the steps ran at %.0f examples/s, %.2fx %s's speed alone\n", split,
-          rate * 1e3, P->w[fastest].rate > 0 ? rate / P->w[fastest].rate : 0, who);
+  char split[1024];
+  rt_split_report(&P->split, split, sizeof split);
+  if (split[0]) fprintf(stderr, "kiln: each batch was split %s\n", split);
 }
 
 void par_free(Par *P) {

@@ -15,11 +15,12 @@
 // largest share's), and dropout draws a stream of its own on each device.
 #include "model_int.h"
 #include "private.h"
+#include "split.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { PAR_MAX = 9, BALANCE_FIRST = 3, BALANCE_EVERY = 50 };
+enum { PAR_MAX = RT_SPLIT_MAX };
 
 typedef struct {
   int device;               // CUDA ordinal, -1 the CPU
@@ -32,11 +33,7 @@ typedef struct {
   RtTensor *out;            // the gradient step's results on the host (with NCCL, not the gradients)
   RtTensor share, seed;     // its fraction of the batch (f64), its random stream (i64)
   RtCudaProg *prog;         // the gradient step started on its device, until the wait
-  int64_t n, row;           // this step's rows, from row
-  double frac;              // its fraction of a batch, from the last balance
-  double ms;                // this step's time on its share
-  double sum_n, sum_ms;     // since the last balance
-  double rate;              // rows per ms, measured at the last balance (0: not yet)
+  RtShare *sh;              // its share of each batch (RtPar's split)
 } Worker;
 
 struct RtPar {
@@ -50,19 +47,10 @@ struct RtPar {
   RtTensor uloss;           // with NCCL: the update's loss output (a 0)
   RtTensor **in;            // a graph's arguments
   void **host; size_t *bytes; CUdeviceptr *kept;   // a run's on a device
-  int started;              // a step has run (the first's times include loading and first allocations)
-  int64_t steps;            // steps measured, after the first
-  double wall_ms, wall_n;   // since the last balance: the steps' time and rows
-  double last_rate;         // rows per ms of the whole at the last balance
-  int balances;
+  RtSplit split;             // each worker's share of a batch
 };
 
 static double now_ms(void) { return (double)rt_clock_ns() * 1e-6; }
-
-static void worker_name(const Worker *w, char *buf, size_t len) {
-  if (w->device < 0) snprintf(buf, len, "the CPU");
-  else snprintf(buf, len, "cuda:%d", w->device);
-}
 
 // "cuda:N: " and the device's error.
 static int dev_fail(const Worker *w, char *err, size_t errlen) {
@@ -115,6 +103,7 @@ int rt_session_devices(RtSession *s, const int *devices, int n, char *err, size_
   if (!P) return sess_fail(err, errlen, "out of memory");
   s->par = P;   // rt_session_free frees it, also after an error below
   P->nw = n;
+  rt_split_init(&P->split, devices, n);
   const RtGraph *G = m->grad, *U = m->update;
   int args = G->nin + G->nconst + G->nout, uargs = U->nin + U->nconst + U->nout;
   if (uargs > args) args = uargs;
@@ -126,7 +115,7 @@ int rt_session_devices(RtSession *s, const int *devices, int n, char *err, size_
   for (int k = 0; k < n; k++) {
     Worker *w = &P->w[k];
     w->device = devices[k];
-    w->frac = 1.0 / n;
+    w->sh = &P->split.sh[k];
     w->cx = !k ? s->cx : w->device >= 0 ? &w->own : NULL;
     w->dev = !k ? s->dev : w->own_dev;
     w->tw = !k ? &s->tw : &w->own_tw;
@@ -163,35 +152,11 @@ void rt_par_describe(const RtSession *s, char *buf, size_t len) {
   size_t k = 0;
   char who[32];
   for (int i = 1; i < P->nw && k < len; i++) {
-    worker_name(&P->w[i], who, sizeof who);
+    rt_split_name(P->w[i].device, who, sizeof who);
     k += snprintf(buf + k, len - k, "%s%s", i == 1 ? "; each training batch split with " : i + 1 < P->nw ? ", " : " and ", who);
     if (P->w[i].device < 0 && k < len) k += snprintf(buf + k, len - k, " (%d threads)", rt_threads(s->rt));
   }
   if (k < len) snprintf(buf + k, len - k, ", %s", P->how);
-}
-
-// The rows each worker takes: its fraction of n, rounded so they add up to n,
-// and at least one each while n allows, so that every device's speed is still
-// measured when the balance is next struck.
-static void split_rows(RtPar *P, int64_t n) {
-  int64_t given = 0;
-  for (int k = 0; k < P->nw; k++) {
-    P->w[k].n = (int64_t)(P->w[k].frac * n);
-    if (!P->w[k].n && n >= P->nw) P->w[k].n = 1;
-    given += P->w[k].n;
-  }
-  while (given != n) {   // the difference from whoever is furthest from its fraction
-    int best = -1, more = given < n;
-    double gap = -1e300;
-    for (int k = 0; k < P->nw; k++) {
-      double g = (P->w[k].frac * n - P->w[k].n) * (more ? 1 : -1);
-      if (g > gap && (more || P->w[k].n > 1)) gap = g, best = k;
-    }
-    P->w[best].n += more ? 1 : -1;
-    given += more ? 1 : -1;
-  }
-  int64_t row = 0;
-  for (int k = 0; k < P->nw; k++) P->w[k].row = row, row += P->w[k].n;
 }
 
 // Worker w's rows of data input a's column.
@@ -199,8 +164,8 @@ static int share_of(const RtModel *m, const RtArg *a, const RtTensor *col, const
                     size_t errlen) {
   if (sess_as_input(m, col, a, v, err, errlen)) return -1;
   size_t row_bytes = v->shape[0] ? rt_tensor_nbytes(v) / (size_t)v->shape[0] : 0;
-  v->data = (char *)v->data + row_bytes * (size_t)w->row;
-  v->shape[0] = w->n;
+  v->data = (char *)v->data + row_bytes * (size_t)w->sh->row;
+  v->shape[0] = w->sh->n;
   return 0;
 }
 
@@ -249,7 +214,7 @@ static int grad_start(RtSession *s, int k, const RtTensor *cols, int64_t n, char
       }
       break;
     case RT_ARG_SHARE:
-      *(double *)w->share.data = (double)w->n / (double)n;
+      *(double *)w->share.data = (double)w->sh->n / (double)n;
       P->in[i] = &w->share;
       break;
     case RT_ARG_STEP:
@@ -265,7 +230,7 @@ static int grad_start(RtSession *s, int k, const RtTensor *cols, int64_t n, char
   if (!gpu) {
     double t0 = now_ms();
     int rc = sess_run_cpu(s, G, D, P->in, w->out, err, errlen);
-    w->ms = now_ms() - t0;
+    w->sh->ms = now_ms() - t0;
     return rc;
   }
   for (int j = 0; P->nccl && j < m->ngrad; j++) {
@@ -288,23 +253,23 @@ static int copy_shares_ahead(RtSession *s, char *err, size_t errlen) {
   size_t bytes[RT_CUDA_MAXAHEAD];
   int64_t was_n[PAR_MAX], was_row[PAR_MAX], next = rt_batcher_peek(s->ahead, cols);
   for (int k = 0; k < P->nw; k++) {
-    was_n[k] = P->w[k].n, was_row[k] = P->w[k].row;
+    was_n[k] = P->w[k].sh->n, was_row[k] = P->w[k].sh->row;
     if (P->w[k].cx) rt_cuda_drop_prefetched(P->w[k].cx);
   }
   if (next < P->nw) return 0;   // the epoch's end, or a batch too small to split (the step refuses it)
-  split_rows(P, next);
+  rt_split_rows(&P->split, next);
   int rc = 0;
   for (int k = 0; k < P->nw && !rc; k++) {
     Worker *w = &P->w[k];
     int c = 0;
-    for (int i = 0; w->cx && w->n && i < G->nin && c < RT_CUDA_MAXAHEAD; i++) {
+    for (int i = 0; w->cx && w->sh->n && i < G->nin && c < RT_CUDA_MAXAHEAD; i++) {
       if (G->ins[i].role != RT_ARG_DATA) continue;
       if (share_of(s->m, &G->ins[i], &cols[G->ins[i].col], w, &v, NULL, 0)) break;   // the next step says why
       host[c] = v.data, bytes[c++] = rt_tensor_nbytes(&v);
     }
     if (c && rt_cuda_prefetch(w->cx, host, bytes, c)) rc = dev_fail(w, err, errlen);
   }
-  for (int k = 0; k < P->nw; k++) P->w[k].n = was_n[k], P->w[k].row = was_row[k];
+  for (int k = 0; k < P->nw; k++) P->w[k].sh->n = was_n[k], P->w[k].sh->row = was_row[k];
   return rc;
 }
 
@@ -314,7 +279,7 @@ static int all_reduce(RtSession *s, char *err, size_t errlen) {
   const RtGraph *G = s->m->grad;
   for (int k = 0; k < P->nw; k++) {   // a GPU without rows this step adds zeros
     Worker *w = &P->w[k];
-    for (int j = 0; !w->n && j < s->m->ngrad; j++)
+    for (int j = 0; !w->sh->n && j < s->m->ngrad; j++)
       if (gbuf_of(w, &G->outs[1 + j], j, err, errlen) || rt_cuda_zero(w->cx, w->gbuf[j], rt_tensor_nbytes(&w->out[1 + j])))
         return sess_fail(err, errlen, "cuda:%d: cannot clear its gradients: %s", w->device, w->cx->err);
   }
@@ -399,7 +364,7 @@ static int update_on_cpu(RtSession *s, char *err, size_t errlen) {
     int64_t e = rt_tensor_numel(dst);
     memset(dst->data, 0, rt_tensor_nbytes(dst));
     for (int k = 0; k < P->nw; k++) {
-      if (!P->w[k].n) continue;
+      if (!P->w[k].sh->n) continue;
       const void *g = P->w[k].out[1 + j].data;
       if (dst->dtype == RT_F64) for (int64_t i = 0; i < e; i++) ((double *)dst->data)[i] += ((const double *)g)[i];
       else for (int64_t i = 0; i < e; i++) ((float *)dst->data)[i] += ((const float *)g)[i];
@@ -429,46 +394,9 @@ static int update_on_cpu(RtSession *s, char *err, size_t errlen) {
   return 0;
 }
 
-// The split, and the devices' measured speeds: "cuda:0 80% (9100 examples/s), the CPU 20% (1200 examples/s)".
-static void split_text(const RtPar *P, char *buf, size_t len) {
-  size_t k = 0;
-  char who[32];
-  buf[0] = 0;
-  for (int i = 0; i < P->nw && k < len; i++) {
-    worker_name(&P->w[i], who, sizeof who);
-    k += snprintf(buf + k, len - k, "%s%s %.0f%% (%.0f examples/s)", i ? ", " : "", who, 100 * P->w[i].frac, P->w[i].rate * 1e3);
-  }
-}
-
-// Each worker's fraction of a batch from its measured rows per millisecond.
-static void balance(RtPar *P) {
-  double total = 0;
-  for (int k = 0; k < P->nw; k++) {
-    Worker *w = &P->w[k];
-    if (w->sum_n > 0 && w->sum_ms > 0) w->rate = w->sum_n / w->sum_ms;
-    w->sum_n = w->sum_ms = 0;
-    total += w->rate;
-  }
-  P->last_rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : 0;
-  P->wall_ms = P->wall_n = 0;
-  for (int k = 0; total > 0 && k < P->nw; k++) P->w[k].frac = P->w[k].rate / total;
-  P->balances++;
-}
-
 void rt_session_split_report(const RtSession *s, char *buf, size_t len) {
-  const RtPar *P = s->par;
-  if (len) buf[0] = 0;
-  if (!P || !P->balances || !len) return;   // too few steps to have measured anything
-  char who[32];
-  split_text(P, buf, len);
-  int fastest = 0;
-  for (int k = 1; k < P->nw; k++) if (P->w[k].rate > P->w[fastest].rate) fastest = k;
-  worker_name(&P->w[fastest], who, sizeof who);
-  double rate = P->wall_ms > 0 ? P->wall_n / P->wall_ms : P->last_rate;
-  size_t k = strlen(buf);
-  if (k < len)
-    snprintf(buf + k, len - k, "; the steps ran at %.0f examples/s, %.2fx %s's speed alone", rate * 1e3,
-             P->w[fastest].rate > 0 ? rate / P->w[fastest].rate : 0, who);
+  if (s->par) rt_split_report(&s->par->split, buf, len);
+  else if (len) buf[0] = 0;
 }
 
 int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err, size_t errlen) {
@@ -480,7 +408,7 @@ int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, cha
   for (int i = 0; i < G->nin && n < 0; i++) if (G->ins[i].role == RT_ARG_DATA) n = cols[G->ins[i].col].shape[0];
   if (n < 0) return sess_fail(err, errlen, "the training step reads no data to split");
   if (n < P->nw) return sess_fail(err, errlen, "batch %lld is smaller than the %d devices it is split over", (long long)n, P->nw);
-  split_rows(P, n);
+  rt_split_rows(&P->split, n);
   if (lr < 0) lr = m->sched.lr;
   double step = (double)(s->step + 1);
   *(double *)scalar(s, RT_ARG_LR)->data = lr;
@@ -489,24 +417,24 @@ int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, cha
   // The shares' gradients: the GPUs' queued, then the CPU's run, then the GPUs waited for.
   for (int pass = 0; pass < 2; pass++)
     for (int k = 0; k < P->nw; k++)
-      if (P->w[k].n && (P->w[k].device < 0) == pass && grad_start(s, k, cols, n, err, errlen)) return -1;
+      if (P->w[k].sh->n && (P->w[k].device < 0) == pass && grad_start(s, k, cols, n, err, errlen)) return -1;
   if (s->ahead && copy_shares_ahead(s, err, errlen)) return -1;
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
-    if (!w->n || w->device < 0) continue;
+    if (!w->sh->n || w->device < 0) continue;
     if (rt_cuda_run_wait(w->cx, w->prog, NULL)) return dev_fail(w, err, errlen);
-    w->ms = rt_cuda_time_ms(w->cx);
+    w->sh->ms = rt_cuda_time_ms(w->cx);
   }
   *loss = 0;
   for (int k = 0; k < P->nw; k++) {
     const RtTensor *l = &P->w[k].out[0];
-    if (P->w[k].n) *loss += (l->dtype == RT_F32 ? *(float *)l->data : *(double *)l->data) * (double)P->w[k].n / (double)n;
+    if (P->w[k].sh->n) *loss += (l->dtype == RT_F32 ? *(float *)l->data : *(double *)l->data) * (double)P->w[k].sh->n / (double)n;
   }
   if (P->nccl ? all_reduce(s, err, errlen) || update_on_gpus(s, err, errlen) : update_on_cpu(s, err, errlen)) return -1;
   // The statistics of one share: with NCCL the first GPU's; else the largest share's.
   int src = 0;
-  for (int k = 1; !P->nccl && k < P->nw; k++) if (P->w[k].n > P->w[src].n) src = k;
-  for (int o = 1 + m->ngrad; P->w[src].n && o < G->nout; o++) {
+  for (int k = 1; !P->nccl && k < P->nw; k++) if (P->w[k].sh->n > P->w[src].sh->n) src = k;
+  for (int o = 1 + m->ngrad; P->w[src].sh->n && o < G->nout; o++) {
     Named *nm = sess_find(s, G->outs[o].name);
     if (!nm) return sess_fail(err, errlen, "internal: the gradient step writes '%s', which the session lacks", G->outs[o].name);
     void *tmp = nm->t.data;
@@ -514,11 +442,7 @@ int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, cha
     P->w[src].out[o].data = tmp;
   }
   s->step++;
-  if (!P->started) return P->started = 1, 0;   // its times include loading and first allocations
-  for (int k = 0; k < P->nw; k++) P->w[k].sum_n += (double)P->w[k].n, P->w[k].sum_ms += P->w[k].n ? P->w[k].ms : 0;
-  P->wall_ms += now_ms() - t0;
-  P->wall_n += (double)n;
-  if (++P->steps == BALANCE_FIRST || (P->steps > BALANCE_FIRST && (P->steps - BALANCE_FIRST) % BALANCE_EVERY == 0)) balance(P);
+  rt_split_step(&P->split, n, now_ms() - t0);
   return 0;
 }
 

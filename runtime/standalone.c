@@ -3,6 +3,7 @@
 // description. Every bad input ends in a message and exit status 1 (2 for usage).
 #include "model.h"
 #include "ckpt.h"
+#include "split.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,7 +317,7 @@ int rt_model_main(const RtModel *m, int argc, char **argv) {
   if (!strcmp(a.cmd, "predict") && !m->predict) { fprintf(stderr, "error: %s has no prediction graph\n", m->name); return 1; }
   char err[2048];
   RtSession *s = rt_session_new(m, (int)a.threads, err, sizeof err);
-  int devs[9], ndev = a.device ? rt_cuda_parse_devices(a.device, devs, 9) : 0;
+  int devs[RT_SPLIT_MAX], ndev = a.device ? rt_cuda_parse_devices(a.device, devs, RT_SPLIT_MAX) : 0;
   if (ndev < 0) {
     fprintf(stderr, "error: --device is cpu, cuda, cuda:N, cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), "
             "not '%s'\n", a.device);

@@ -253,6 +253,15 @@ def load_st(path):
             for k, v in head.items() if k != "__metadata__" and v["dtype"] == "F32"}
 
 
+def compile_app(d, app, so):
+    """cc app.c against a library kiln build --lib wrote in d (so: its .so), with the
+    sanitizers when the runtime inside has them; the executable is d/app."""
+    san = "libasan" in subprocess.run(["ldd", so], capture_output=True, text=True).stdout
+    return subprocess.run(["cc", "-o", os.path.join(d, "app"), app, "-I", d, "-L", d, "-lm", "-Wl,-rpath," + d,
+                           "-l:" + os.path.basename(so)] + (["-fsanitize=address,undefined"] if san else []),
+                          capture_output=True, text=True)
+
+
 def built(T, tmp):
     """kiln build --arch: a binary carrying CUBINs runs its graphs on the device."""
     d = os.path.join(tmp, "built")
@@ -319,10 +328,7 @@ def built(T, tmp):
                 '  float x[8] = {0.1f, 0.2f, 0.3f, 0.4f, -1, 2, -3, 4}, y[6];\n'
                 '  if (m_forward(m, x, 2, y, err, sizeof err)) { fprintf(stderr, "%s\\n", err); return 1; }\n'
                 '  for (int i = 0; i < 6; i++) printf("%.9g ", y[i]);\n  m_free(m);\n  return 0;\n}\n')
-    san = "libasan" in subprocess.run(["ldd", lib + ".so"], capture_output=True, text=True).stdout
-    cc = subprocess.run(["cc", "-o", os.path.join(d, "app"), app, "-I", d, "-L", d, "-lm", "-Wl,-rpath," + d,
-                         "-l:libm.so"] + (["-fsanitize=address,undefined"] if san else []),   # a sanitized runtime inside
-                        capture_output=True, text=True)
+    cc = compile_app(d, app, lib + ".so")
     outs = [subprocess.run([os.path.join(d, "app"), os.path.join(d, "w.safetensors")] + extra, capture_output=True,
                            text=True, env=e) for extra in ([], ["cuda"], ["gpu"])]
     T.check("a library built with --arch: m_device(m, \"cuda\") runs its forward on the device, as on the CPU",

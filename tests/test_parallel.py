@@ -288,9 +288,7 @@ def built(T, tmp):
                 '    printf("%.6f\\n", loss);\n  }\n'
                 '  if (mlp_save(m, argv[2], err, sizeof err)) { fprintf(stderr, "%s\\n", err); return 1; }\n'
                 '  mlp_free(m);\n  return 0;\n}\n')
-    san = "libasan" in subprocess.run(["ldd", lib + ".so"], capture_output=True, text=True).stdout
-    cc = subprocess.run(["cc", "-o", os.path.join(d, "app"), app, "-I", d, "-L", d, "-lm", "-Wl,-rpath," + d,
-                         "-l:libmlp.so"] + (["-fsanitize=address,undefined"] if san else []), capture_output=True, text=True)
+    cc = base.compile_app(d, app, lib + ".so")
     lib_w, lib_out = {}, {}
     for dev in ("cpu", "cuda:0,1", "cuda+cpu"):
         w = os.path.join(d, "lib-%s.safetensors" % dev)
