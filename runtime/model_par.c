@@ -406,8 +406,7 @@ int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, cha
   double t0 = now_ms();
   int64_t n = -1;
   for (int i = 0; i < G->nin && n < 0; i++) if (G->ins[i].role == RT_ARG_DATA) n = cols[G->ins[i].col].shape[0];
-  if (n < 0) return sess_fail(err, errlen, "the training step reads no data to split");
-  if (n < P->nw) return sess_fail(err, errlen, "batch %lld is smaller than the %d devices it is split over", (long long)n, P->nw);
+  if (n < 1) return sess_fail(err, errlen, "the training step reads no data to split");
   rt_split_rows(&P->split, n);
   if (lr < 0) lr = m->sched.lr;
   double step = (double)(s->step + 1);

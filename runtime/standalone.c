@@ -12,6 +12,7 @@ typedef struct {
   const char *cmd, *weights, *out, *data, *resume, *progress, *device;
   const char *files[8]; int nfiles;
   int64_t threads, epochs, batch, max_steps, eval_examples;
+  int ndev;                  // --device's count
 } Args;
 
 static void usage(const RtModel *m, FILE *f) {
@@ -268,7 +269,10 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
       rc = -1, snprintf(err, n, "%s has %d columns; input '%s' needs column %d", ds.source, ds.ncol, g->ins[i].name, g->ins[i].col + 1);
     else if (g->ins[i].role == RT_ARG_DATA) want[g->ins[i].col] = (RtDType)g->ins[i].dtype;
   int epochs = a->epochs ? (int)a->epochs : m->epochs;
-  RtBatcher *b = rc ? NULL : rt_batcher_new(&ds, a->batch ? a->batch : m->batch, m->shuffle, m->seed, want,
+  int64_t batch = a->batch ? a->batch : m->batch;
+  if (!rc && a->ndev > 1 && batch < a->ndev)
+    rc = -1, snprintf(err, n, "batch %lld is smaller than the %d devices it is split over", (long long)batch, a->ndev);
+  RtBatcher *b = rc ? NULL : rt_batcher_new(&ds, batch, m->shuffle, m->seed, want,
                                              rt_spare_cpu(rt_session_threads(s)), err, n);
   if (!b) { rt_dataset_free(&ds); rt_dataset_free(&test); return -1; }
   Train t = {m, s, a, &test, rt_batcher_nbatches(b) * epochs, {0}, {0}, 0, err, n};
@@ -317,7 +321,7 @@ int rt_model_main(const RtModel *m, int argc, char **argv) {
   if (!strcmp(a.cmd, "predict") && !m->predict) { fprintf(stderr, "error: %s has no prediction graph\n", m->name); return 1; }
   char err[2048];
   RtSession *s = rt_session_new(m, (int)a.threads, err, sizeof err);
-  int devs[RT_SPLIT_MAX], ndev = a.device ? rt_cuda_parse_devices(a.device, devs, RT_SPLIT_MAX) : 0;
+  int devs[RT_SPLIT_MAX], ndev = a.ndev = a.device ? rt_cuda_parse_devices(a.device, devs, RT_SPLIT_MAX) : 0;
   if (ndev < 0) {
     fprintf(stderr, "error: --device is cpu, cuda, cuda:N, cuda:0,1 (several GPUs) or cuda+cpu (GPU and CPU threads), "
             "not '%s'\n", a.device);
