@@ -522,6 +522,21 @@ void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc) {
 // KC for a narrow B of nb columns read against rows of A in place.
 static int64_t deep_kc(const GemmKern *kn, int64_t nb) { return l2_bytes / 4 / (4 * round_up(nb, kn->nr)); }
 
+// KC for a deep product into two micro-panels of columns (a convolution's kernel
+// gradient: 800 taps x 64 channels over 25088 pixels) with A packed or read as
+// taps: B's whole KC x nb block stays in L1 while A's micro-panels pass, as one
+// panel does at gemm_blocks' KC. With AVX-512 (14 x 32, 48 KiB L1: KC 128, not
+// 256), alternating: the CNN's taps in place 14.1-14.8 against 15.0-15.6 ms
+// (rt_gemm_f32_win, best of 30, three runs), in its step 13.2-14.6 against
+// 14.0-15.6 ms at one thread (nine) and the same at two; the product on the
+// materialized matrix 109-112 GFLOP/s either way. AVX2's 6 x 16 kernel keeps
+// its KC (four panels; KC 112 measured the same as 320). A rule of the shape
+// alone: both paths take it, and their sums stay equal to the bit.
+static int64_t narrow_kc(int64_t nb, int64_t kc) {
+    int64_t k = l1_bytes * 2 / 3 / (4 * nb) / 16 * 16;
+    return k < 64 ? 64 : k < kc ? k : kc;
+}
+
 // The loop order. With A's micro-panel in L1 (the order above), each k step
 // of the micro-kernel loads a row of B's panel from L2: nr floats per mr*nr
 // multiply-adds. The other way round (BLIS's), it loads a row of A's, mr
@@ -586,6 +601,7 @@ static void block_sizes(Gemm *g) {
     int by_panel = g->direct_a || (g->win && !g->win->taps_rows);
     int64_t deep = deep_kc(kn, g->nb);
     if (by_panel && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
+    if (!by_panel && g->nb > kn->nr && g->nb <= 2 * kn->nr && g->k >= 16 * kc) kc = narrow_kc(round_up(g->nb, kn->nr), kc);
     if (g->kc_keep) kc = g->kc_keep;
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
     g->mc = min64(mc, round_up(g->mb, kn->mr));

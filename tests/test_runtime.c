@@ -1307,6 +1307,7 @@ static void test_gemm_windows(void) {
         {2, 7, 6, 6, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1, 10, 1, 1},   // 28 taps: the row of ones begins a 14-row panel
         {2, 9, 9, 11, 3, 3, 1, 2, 2, 2, 2, 2, 1, 2, 20, 1, 1},  // channels last, dilated columns: taps adjacent per pixel only
         {3, 3, 12, 12, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 33, 1, 1}, // channels last, CIFAR's 3 channels, stride 2
+        {32, 4, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 48, 1, 1}, // 6272 pixels into 48 columns: the kernel gradient's shorter KC
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
