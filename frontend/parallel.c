@@ -264,7 +264,7 @@ static void copy_shares_ahead(Par *P, RtBatcher *b, Span sp) {
     was_n[k] = P->w[k].sh->n, was_row[k] = P->w[k].sh->row;
     if (P->w[k].device >= 0) rt_cuda_drop_prefetched(P->w[k].pipe->cx);
   }
-  if (m < P->nw) return;   // the epoch's end, or a batch too small to split (par_step refuses it)
+  if (m < P->nw) return;   // the epoch's end, or a batch with fewer rows than devices (its step copies them)
   rt_split_rows(&P->split, m);
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];

@@ -256,7 +256,7 @@ static int copy_shares_ahead(RtSession *s, char *err, size_t errlen) {
     was_n[k] = P->w[k].sh->n, was_row[k] = P->w[k].sh->row;
     if (P->w[k].cx) rt_cuda_drop_prefetched(P->w[k].cx);
   }
-  if (next < P->nw) return 0;   // the epoch's end, or a batch too small to split (the step refuses it)
+  if (next < P->nw) return 0;   // the epoch's end, or a batch with fewer rows than devices (its step copies them)
   rt_split_rows(&P->split, next);
   int rc = 0;
   for (int k = 0; k < P->nw && !rc; k++) {
