@@ -82,9 +82,9 @@ static void pipe_drop(Pipe *p) {
   pipe_cuda_release(p, err, sizeof err);
 }
 
-static Program *compile_on(Ev *ev, Pipe *p, IrGraph *g, const char *what, const Worker *w, Span sp) {
-  char err[8192], label[300], who[32] = "the CPU";
-  if (w) rt_split_name(w->device, who, sizeof who);
+Program *step_compile(Ev *ev, Pipe *p, IrGraph *g, const char *what, int device, Span sp) {
+  char err[8192], label[300], who[32];
+  rt_split_name(device, who, sizeof who);
   snprintf(label, sizeof label, "%s of %s:%d:%d on %s", what, sp.src->name, sp.line, sp.col, who);
   p->label = label;
   Program *pr = pipe_compile(p, g, err, sizeof err);
@@ -166,18 +166,18 @@ Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds,
   P->np = gs.np, P->nstat = gs.nstat, P->stat_dst = gs.stat_dst;
   for (int k = 0; k < P->nw; k++) {
     Worker *w = &P->w[k];
-    w->grad = compile_on(ev, w->pipe, g, "gradient step", w, sp);
+    w->grad = step_compile(ev, w->pipe, g, "gradient step", w->device, sp);
     w->in = calloc(P->nin + 1, sizeof *w->in);
     w->out = calloc(1 + P->np + P->nstat, sizeof *w->out);
     if (!w->in || !w->out) abort();
   }
   P->uin = arena_alloc(ev->arena, sizeof(RtTensor) * (up->nin + 1));
   if (P->nccl) {
-    for (int k = 0; k < P->nw; k++) P->w[k].update = compile_on(ev, P->w[k].pipe, up->g, "optimizer update", &P->w[k], sp);
+    for (int k = 0; k < P->nw; k++) P->w[k].update = step_compile(ev, P->w[k].pipe, up->g, "optimizer update", P->w[k].device, sp);
     up->pr = P->w[0].update;
   } else {
     pipe_for(&P->host, ev, -1);
-    P->update = up->pr = compile_on(ev, &P->host, up->g, "optimizer update", NULL, sp);
+    P->update = up->pr = step_compile(ev, &P->host, up->g, "optimizer update", -1, sp);
     P->gsum = calloc(P->np + 1, sizeof *P->gsum);
     if (!P->gsum) abort();
   }
@@ -292,15 +292,9 @@ static void sum_gradients(Par *P, Span sp) {
       *dst = rt_tensor_new(like->dtype, like->ndim, like->shape);
       if (!dst->data) ev_fail(P->ev, sp, "out of memory for the summed gradients");
     }
-    int64_t m = rt_tensor_numel(dst);
-    int f64 = dst->dtype == RT_F64;
-    memset(dst->data, 0, (size_t)m * rt_dtype_size(dst->dtype));
-    for (int k = 0; k < P->nw; k++) {
-      if (!P->w[k].sh->n) continue;
-      const void *g = P->w[k].out[1 + j].data;
-      if (f64) for (int64_t e = 0; e < m; e++) ((double *)dst->data)[e] += ((const double *)g)[e];
-      else for (int64_t e = 0; e < m; e++) ((float *)dst->data)[e] += ((const float *)g)[e];
-    }
+    memset(dst->data, 0, rt_tensor_nbytes(dst));
+    for (int k = 0; k < P->nw; k++)
+      if (P->w[k].sh->n) rt_tensor_add(dst, &P->w[k].out[1 + j]);
   }
 }
 

@@ -273,13 +273,10 @@ static void build_step(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDa
   for (int o = 0; o < no; o++) st->in_place[o] = st->pr && prog_out_shares(st->pr, o) >= 0;
 }
 
-// kiln build: the step graph and where its arguments come from, instead of a run.
-static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
-  Build *b = ev->build;
-  if (b->ntrain++) ev_fail(ev, s->span, "kiln build: a built binary runs one train statement, and this is the second");
-  BuildGraph *g = &b->step;
-  g->pr = st->pr;
-  trainer(ev)->run.step = NULL;   // the Build holds it now
+// kiln build: where each argument of a step's graph comes from (a data column, a
+// session tensor, a scalar the host sets, a summed gradient: RtArg's roles), and
+// the tensor each output after the loss replaces.
+static void record_graph(Ev *ev, AstNode *s, const Step *st, BuildGraph *g, const char *what) {
   g->role = arena_alloc(ev->arena, sizeof(int) * (st->nin + 1));
   g->col = arena_alloc(ev->arena, sizeof(int) * (st->nin + 1));
   for (int i = 0; i < st->nin; i++) {
@@ -287,14 +284,25 @@ static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
     g->role[i] = st->in_col[i] >= 0 ? RT_ARG_DATA : RT_ARG_TENSOR;
     for (int k = 0; k <= OPT_NSCALARS; k++)
       if (st->in_val[i] == &st->scalars[k]) g->role[i] = RT_ARG_LR + k;
+    for (int j = 0; st->grad_in && st->grad_in[j]; j++)
+      if (st->ins[i] == st->grad_in[j]) g->role[i] = RT_ARG_GRAD, g->col[i] = j;
   }
   g->out_names = arena_alloc(ev->arena, sizeof(char *) * (st->nout + 1));
   g->out_names[0] = "loss";
   for (int o = 1; o < st->nout; o++) {
     for (int i = 0; i < st->nin && !g->out_names[o]; i++)
       if (st->in_val[i] == st->out_dst[o]) g->out_names[o] = st->ins[i]->a.name;
-    if (!g->out_names[o]) ev_fail(ev, s->span, "kiln build: output %d of the training step replaces a value the step does not read", o);
+    if (!g->out_names[o]) ev_fail(ev, s->span, "kiln build: output %d of the %s replaces a value it does not read", o, what);
   }
+}
+
+// kiln build: the step graph and where its arguments come from, instead of a run.
+static void record_train(Ev *ev, AstNode *s, const TrainSpec *ts, Step *st) {
+  Build *b = ev->build;
+  if (b->ntrain++) ev_fail(ev, s->span, "kiln build: a built binary runs one train statement, and this is the second");
+  b->step.pr = st->pr;
+  trainer(ev)->run.step = NULL;   // the Build holds it now
+  record_graph(ev, s, st, &b->step, "training step");
   build_data_spec(ev, s->rhs, SPLIT_TRAIN, &b->train_data);
   b->optimizer = opt_name(ts->opt.kind);
   b->beta1 = ts->opt.beta1;
@@ -312,16 +320,6 @@ static const char *value_name(Ev *ev, const RtTensor *t) {
   return NULL;
 }
 
-static Program *build_compile(Ev *ev, IrGraph *g, const char *what, Span sp) {
-  char err[8192], label[200];
-  snprintf(label, sizeof label, "%s of %s:%d:%d", what, sp.src->name, sp.line, sp.col);
-  ev->pipe.label = label;
-  Program *pr = pipe_compile(&ev->pipe, g, err, sizeof err);
-  ev->pipe.label = NULL;
-  if (!pr) ev_fail(ev, sp, "could not compile the %s: %s", what, err);
-  return pr;
-}
-
 // kiln build --arch: the step split as parallel.c splits it, for a binary's
 // `train --device cuda:0,1` or `cuda+cpu`: the gradient step (its share's loss,
 // gradients and statistics) and the optimizer's update on summed gradients.
@@ -330,7 +328,7 @@ static void record_split(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, Rt
   GradStep gs;   // (data inputs' first axes are the batch: column_of checked them for the step)
   grad_step(ev, s, loss, ds, dname, &gs);
   BuildGraph *g = &b->grad;
-  g->pr = build_compile(ev, gs.g, "gradient step", s->span);
+  g->pr = step_compile(ev, &ev->pipe, gs.g, "gradient step", -1, s->span);
   g->role = arena_alloc(ev->arena, sizeof(int) * (gs.nin + 1));
   g->col = arena_alloc(ev->arena, sizeof(int) * (gs.nin + 1));
   for (int i = 0; i < gs.nin; i++) {
@@ -350,25 +348,8 @@ static void record_split(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, Rt
   Step up;
   memset(&up, 0, sizeof up);
   build_step(ev, s, loss, ts, ds, dname, &up, 1);
-  g = &b->update;
-  g->pr = build_compile(ev, up.g, "optimizer update", s->span);
-  g->role = arena_alloc(ev->arena, sizeof(int) * (up.nin + 1));
-  g->col = arena_alloc(ev->arena, sizeof(int) * (up.nin + 1));
-  for (int i = 0; i < up.nin; i++) {
-    g->col[i] = -1;
-    g->role[i] = RT_ARG_TENSOR;
-    for (int k = 0; k <= OPT_NSCALARS; k++)
-      if (up.in_val[i] == &up.scalars[k]) g->role[i] = RT_ARG_LR + k;
-    for (int j = 0; j < gs.np; j++)
-      if (up.ins[i] == up.grad_in[j]) g->role[i] = RT_ARG_GRAD, g->col[i] = j;
-  }
-  g->out_names = arena_alloc(ev->arena, sizeof(char *) * (up.nout + 1));
-  g->out_names[0] = "loss";
-  for (int o = 1; o < up.nout; o++) {
-    for (int i = 0; i < up.nin && !g->out_names[o]; i++)
-      if (up.in_val[i] == up.out_dst[o]) g->out_names[o] = up.ins[i]->a.name;
-    if (!g->out_names[o]) ev_fail(ev, s->span, "kiln build: output %d of the optimizer update replaces a value it does not read", o);
-  }
+  b->update.pr = step_compile(ev, &ev->pipe, up.g, "optimizer update", -1, s->span);
+  record_graph(ev, s, &up, &b->update, "optimizer update");
 }
 
 int step_state_input(const Step *st, int i) {

@@ -127,6 +127,8 @@ typedef struct {
   RtTensor **stat_dst;
 } GradStep;
 void grad_step(Ev *ev, AstNode *s, Node *loss, RtDataset *ds, const char *dname, GradStep *gs);
+// g compiled on p, labelled "WHAT of FILE:LINE:COL on DEVICE" (-1: the CPU); an error at sp if it fails.
+Program *step_compile(Ev *ev, Pipe *p, IrGraph *g, const char *what, int device, Span sp);
 Par *par_new(Ev *ev, AstNode *s, Node *loss, const TrainSpec *ts, RtDataset *ds, const char *dname, Step *update);
 // One step over the batch cols (n rows): loss the batch's mean; new values in update's outputs, as a step's.
 void par_step(Par *p, Step *update, const RtTensor *cols, int64_t n, RtBatcher *b, int64_t seed, int first, Span sp,

@@ -402,6 +402,12 @@ static int copy_ahead(RtSession *s, const RtGraph *g, char *err, size_t errlen) 
   return rt_cuda_prefetch(s->cx, host, bytes, n) ? sess_fail(err, errlen, "%s", s->cx->err) : 0;
 }
 
+void sess_args(const RtGraph *g, RtTensor *const *in, const RtTensor *out, void **host, size_t *bytes) {
+  for (int i = 0; i < g->nin; i++) host[i] = in[i]->data, bytes[i] = rt_tensor_nbytes(in[i]);
+  for (int i = 0; i < g->nconst; i++) host[g->nin + i] = (void *)g->consts[i], bytes[g->nin + i] = g->cuda->const_bytes[i];
+  for (int i = 0, o = g->nin + g->nconst; i < g->nout; i++) host[o + i] = out[i].data, bytes[o + i] = rt_tensor_nbytes(&out[i]);
+}
+
 // kept: NULL, or per argument a device address that holds it (rt_cuda_run's resident).
 static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out,
                     const CUdeviceptr *kept, char *err, size_t errlen) {
@@ -411,9 +417,7 @@ static int run_cuda(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *
   void **host = malloc(sizeof *host * (n ? n : 1));
   size_t *bytes = malloc(sizeof *bytes * (n ? n : 1));
   if (!host || !bytes) abort();
-  for (int i = 0; i < g->nin; i++) host[i] = in[i]->data, bytes[i] = rt_tensor_nbytes(in[i]);
-  for (int i = 0; i < g->nconst; i++) host[g->nin + i] = (void *)g->consts[i], bytes[g->nin + i] = g->cuda->const_bytes[i];
-  for (int i = 0; i < g->nout; i++) host[g->nin + g->nconst + i] = out[i].data, bytes[g->nin + g->nconst + i] = rt_tensor_nbytes(&out[i]);
+  sess_args(g, in, out, host, bytes);
   int rc = rt_cuda_run_start(s->cx, p, D, host, bytes, g->nin, g->nconst, g->nout, kept, 0);
   char why[512] = "";
   if (!rc && s->ahead && g == s->m->step) copy_ahead(s, g, why, sizeof why);
@@ -469,6 +473,22 @@ int sess_as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTenso
   return 0;
 }
 
+RtTensor *sess_scalar(RtSession *s, int role) {
+  RtTensor *t = &s->scalars[role - RT_ARG_LR];
+  if (!t->data) *t = rt_tensor_new(role == RT_ARG_STEP ? RT_I64 : RT_F64, 0, NULL);
+  if (!t->data) abort();
+  return t;
+}
+
+void sess_step_scalars(RtSession *s, double lr) {
+  const RtModel *m = s->m;
+  double step = (double)(s->step + 1);
+  *(double *)sess_scalar(s, RT_ARG_LR)->data = lr < 0 ? m->sched.lr : lr;
+  *(double *)sess_scalar(s, RT_ARG_BIAS1)->data = 1 / (1 - pow(m->beta1, step));
+  *(double *)sess_scalar(s, RT_ARG_BIAS2)->data = 1 / (1 - pow(m->beta2, step));
+  *(int64_t *)sess_scalar(s, RT_ARG_STEP)->data = (int64_t)(m->seed << 32) + s->step;
+}
+
 // A graph's arguments: data from cols, the rest from the session.
 static int gather(RtSession *s, const RtGraph *g, const RtTensor *cols, RtTensor *view, RtTensor **in, char *err, size_t errlen) {
   for (int i = 0; i < g->nin; i++) {
@@ -479,12 +499,7 @@ static int gather(RtSession *s, const RtGraph *g, const RtTensor *cols, RtTensor
       in[i] = &view[i];
       break;
     case RT_ARG_TENSOR: in[i] = sess_state_of(s, a); break;
-    default: {
-      int k = a->role - RT_ARG_LR;
-      if (!s->scalars[k].data) s->scalars[k] = rt_tensor_new(a->role == RT_ARG_STEP ? RT_I64 : RT_F64, 0, NULL);
-      if (!s->scalars[k].data) abort();
-      in[i] = &s->scalars[k];
-    }
+    default: in[i] = sess_scalar(s, a->role);
     }
   }
   return 0;
@@ -527,6 +542,44 @@ int rt_session_forward(RtSession *s, const RtTensor *ins, RtTensor *out, char *e
 }
 
 // ---- training ----
+void sess_ensure(RtTensor *t, const RtArg *a, const int64_t *D) {
+  int same = t->data && (int)t->dtype == a->dtype && t->ndim == a->ndim;
+  for (int d = 0; same && d < a->ndim; d++) same = t->shape[d] == dim_val(a->shape[d], D);
+  if (same) return;
+  rt_tensor_free(t);
+  if (!(*t = sess_out_tensor(a, D)).data) abort();
+}
+
+int sess_outputs(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *next, char *err, size_t errlen) {
+  for (int o = 0; o < g->nout; o++) {
+    Named *n = o ? sess_find(s, g->outs[o].name) : NULL;   // output 0 is the loss
+    if (o && !n) return sess_fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name);
+    if (g->outs[o].role != RT_ARG_IN_PLACE) {
+      sess_ensure(&next[o], &g->outs[o], D);
+      continue;
+    }
+    rt_tensor_free(&next[o]);   // written into the tensor it replaces
+    next[o] = n->t;
+    next[o].owns = 0;
+  }
+  return 0;
+}
+
+void sess_take_next(RtSession *s, const RtGraph *g, RtTensor *next) {
+  for (int o = 1; o < g->nout; o++) {
+    if (g->outs[o].role == RT_ARG_IN_PLACE) continue;
+    Named *n = sess_find(s, g->outs[o].name);   // sess_outputs found it
+    void *tmp = n->t.data;
+    n->t.data = next[o].data;
+    next[o].data = tmp;
+  }
+}
+
+void sess_swap_twins(Twins *tw) {
+  for (int i = 0; i < tw->n; i++)
+    if (tw->t[i].next) { CUdeviceptr t = tw->t[i].cur; tw->t[i].cur = tw->t[i].next; tw->t[i].next = t; }
+}
+
 int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err, size_t errlen) {
   const RtModel *m = s->m;
   const RtGraph *g = m->step;
@@ -538,48 +591,19 @@ int rt_session_train_step(RtSession *s, const RtTensor *cols, double lr, double 
   if (!rc) rc = sess_bind(m, g, in, D, err, errlen);
   if (rc) goto done;
   if (!s->next && !(s->next = calloc(g->nout, sizeof *s->next))) abort();
-  for (int o = 0; o < g->nout; o++) {
-    RtTensor *t = &s->next[o];
-    if (g->outs[o].role == RT_ARG_IN_PLACE) {   // written into the tensor it replaces
-      Named *n = sess_find(s, g->outs[o].name);
-      if (!n) { rc = sess_fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
-      rt_tensor_free(t);
-      *t = n->t;
-      t->owns = 0;
-      continue;
-    }
-    RtTensor want = sess_out_tensor(&g->outs[o], D);
-    if (!want.data) abort();
-    if (t->data && same_shape(t, &want)) { rt_tensor_free(&want); continue; }
-    rt_tensor_free(t);
-    *t = want;
-  }
-  if (lr < 0) lr = m->sched.lr;
-  double step = (double)(s->step + 1);
-  for (int i = 0; i < 4; i++)
-    if (s->scalars[i].data) {
-      if (i == 3) *(int64_t *)s->scalars[i].data = (int64_t)(m->seed << 32) + s->step;
-      else *(double *)s->scalars[i].data = i == 0 ? lr : 1 / (1 - pow(i == 1 ? m->beta1 : m->beta2, step));
-    }
+  if ((rc = sess_outputs(s, g, D, s->next, err, errlen))) goto done;
+  sess_step_scalars(s, lr);
   if (s->cx) {   // the state stays on the device, its next values beside it
     CUdeviceptr *kept = step_twins(s, g, err, errlen);
     rc = !kept || run_cuda(s, g, D, in, s->next, kept, err, errlen);
     free(kept);
     if (rc) goto done;
     s->host_stale = 1;
-    for (int i = 0; i < s->tw.n; i++)
-      if (s->tw.t[i].next) { CUdeviceptr t = s->tw.t[i].cur; s->tw.t[i].cur = s->tw.t[i].next; s->tw.t[i].next = t; }
+    sess_swap_twins(&s->tw);
   } else if ((rc = run(s, g, D, in, s->next, err, errlen))) {
     goto done;
-  }
-  // The next values become the current ones: swap the buffers.
-  for (int o = 1; !s->cx && o < g->nout; o++) {
-    if (g->outs[o].role == RT_ARG_IN_PLACE) continue;
-    Named *n = sess_find(s, g->outs[o].name);
-    if (!n) { rc = sess_fail(err, errlen, "internal: the step writes '%s', which the session lacks", g->outs[o].name); goto done; }
-    void *tmp = n->t.data;
-    n->t.data = s->next[o].data;
-    s->next[o].data = tmp;
+  } else {
+    sess_take_next(s, g, s->next);
   }
   const RtTensor *l = &s->next[0];
   *loss = l->dtype == RT_F32 ? *(float *)l->data : *(double *)l->data;

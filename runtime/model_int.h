@@ -42,6 +42,20 @@ int sess_bind(const RtModel *m, const RtGraph *g, RtTensor *const *in, int64_t *
 // A data column viewed with an input's shape: [n, ...] with the same values per example.
 int sess_as_input(const RtModel *m, const RtTensor *col, const RtArg *a, RtTensor *v, char *err, size_t errlen);
 RtTensor sess_out_tensor(const RtArg *a, const int64_t *D);
+// t made with a's shape at D, unless it has it already.
+void sess_ensure(RtTensor *t, const RtArg *a, const int64_t *D);
+// A step's outputs: each written over the tensor it replaces (RT_ARG_IN_PLACE) or
+// into next[o] (made with its shape); after the run, sess_take_next makes the next
+// values (outputs 1..) the session's, swapping their storage.
+int sess_outputs(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *next, char *err, size_t errlen);
+void sess_take_next(RtSession *s, const RtGraph *g, RtTensor *next);
+// The scalar argument of a role (RT_ARG_LR .. RT_ARG_STEP), made at first use; and
+// all of them for the step about to run: lr (< 0: the schedule's base rate), the
+// bias corrections of step s->step + 1, the random stream's salt.
+RtTensor *sess_scalar(RtSession *s, int role);
+void sess_step_scalars(RtSession *s, double lr);
+// host[] and bytes[] of g's arguments for rt_cuda_run: in, the constants, out.
+void sess_args(const RtGraph *g, RtTensor *const *in, const RtTensor *out, void **host, size_t *bytes);
 // g on the CPU's threads.
 int sess_run_cpu(RtSession *s, const RtGraph *g, const int64_t *D, RtTensor *const *in, RtTensor *out, char *err, size_t errlen);
 // g's program on cx's device (dev: what is loaded there), loaded at its first run.
@@ -49,6 +63,7 @@ RtCudaProg *sess_device_prog(RtCudaExec *cx, DevProg *dev, const RtGraph *g, cha
 // n's copy on cx's device (made and uploaded at first), and all of them freed.
 Twin *sess_twin_of(RtCudaExec *cx, Twins *tw, Named *n, char *err, size_t errlen);
 void sess_drop_twins(RtCudaExec *cx, Twins *tw);
+void sess_swap_twins(Twins *tw);   // the next values (where written) become the current ones
 
 // model_par.c
 int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, char *err, size_t errlen);

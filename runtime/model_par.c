@@ -16,7 +16,6 @@
 #include "model_int.h"
 #include "private.h"
 #include "split.h"
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,24 +54,6 @@ static double now_ms(void) { return (double)rt_clock_ns() * 1e-6; }
 // "cuda:N: " and the device's error.
 static int dev_fail(const Worker *w, char *err, size_t errlen) {
   return sess_fail(err, errlen, "cuda:%d: %s", w->device, w->cx->err);
-}
-
-static int64_t dim_of(RtDim d, const int64_t *D) { return d.sym ? d.k * D[d.sym] : d.k; }
-
-// t allocated with a's shape, unless it has it already.
-static void ensure(RtTensor *t, const RtArg *a, const int64_t *D) {
-  int same = t->data && (int)t->dtype == a->dtype && t->ndim == a->ndim;
-  for (int d = 0; same && d < a->ndim; d++) same = t->shape[d] == dim_of(a->shape[d], D);
-  if (same) return;
-  rt_tensor_free(t);
-  if (!(*t = sess_out_tensor(a, D)).data) abort();
-}
-
-static RtTensor *scalar(RtSession *s, int role) {
-  RtTensor *t = &s->scalars[role - RT_ARG_LR];
-  if (!t->data) *t = rt_tensor_new(role == RT_ARG_STEP ? RT_I64 : RT_F64, 0, NULL);
-  if (!t->data) abort();
-  return t;
 }
 
 // Whether the update replaces the tensor named name (its state, kept on each GPU with NCCL).
@@ -174,9 +155,7 @@ static int start_on(RtSession *s, Worker *w, const RtGraph *g, const int64_t *D,
                     RtCudaProg **prog, char *err, size_t errlen) {
   RtPar *P = s->par;
   if (!(*prog = sess_device_prog(w->cx, w->dev, g, err, errlen))) return -1;
-  for (int i = 0; i < g->nin; i++) P->host[i] = in[i]->data, P->bytes[i] = rt_tensor_nbytes(in[i]);
-  for (int i = 0; i < g->nconst; i++) P->host[g->nin + i] = (void *)g->consts[i], P->bytes[g->nin + i] = g->cuda->const_bytes[i];
-  for (int i = 0, o = g->nin + g->nconst; i < g->nout; i++) P->host[o + i] = out[i].data, P->bytes[o + i] = rt_tensor_nbytes(&out[i]);
+  sess_args(g, in, out, P->host, P->bytes);
   if (rt_cuda_run_start(w->cx, *prog, D, P->host, P->bytes, g->nin, g->nconst, g->nout, P->kept, 0))
     return dev_fail(w, err, errlen);
   return 0;
@@ -185,7 +164,7 @@ static int start_on(RtSession *s, Worker *w, const RtGraph *g, const int64_t *D,
 static int gbuf_of(Worker *w, const RtArg *a, int j, char *err, size_t errlen) {
   if (w->gbuf[j]) return 0;
   int64_t D[65] = {0};
-  ensure(&w->out[1 + j], a, D);   // a gradient's shape is its parameter's: no batch axis
+  sess_ensure(&w->out[1 + j], a, D);   // a gradient's shape is its parameter's: no batch axis
   if (!(w->gbuf[j] = rt_cuda_alloc(w->cx, rt_tensor_nbytes(&w->out[1 + j])))) return dev_fail(w, err, errlen);
   return 0;
 }
@@ -226,7 +205,7 @@ static int grad_start(RtSession *s, int k, const RtTensor *cols, int64_t n, char
   }
   int64_t D[65] = {0};
   if (sess_bind(m, G, P->in, D, err, errlen)) return -1;
-  for (int o = 0; o < G->nout; o++) ensure(&w->out[o], &G->outs[o], D);
+  for (int o = 0; o < G->nout; o++) sess_ensure(&w->out[o], &G->outs[o], D);
   if (!gpu) {
     double t0 = now_ms();
     int rc = sess_run_cpu(s, G, D, P->in, w->out, err, errlen);
@@ -303,7 +282,7 @@ static void update_args(RtSession *s, RtTensor *grads) {
   const RtGraph *U = s->m->update;
   for (int i = 0; i < U->nin; i++) {
     const RtArg *a = &U->ins[i];
-    s->par->in[i] = a->role == RT_ARG_TENSOR ? sess_state_of(s, a) : a->role == RT_ARG_GRAD ? &grads[a->col] : scalar(s, a->role);
+    s->par->in[i] = a->role == RT_ARG_TENSOR ? sess_state_of(s, a) : a->role == RT_ARG_GRAD ? &grads[a->col] : sess_scalar(s, a->role);
   }
 }
 
@@ -325,7 +304,7 @@ static int update_on_gpus(RtSession *s, char *err, size_t errlen) {
     }
     RtTensor *out = calloc(U->nout + 1, sizeof *out);
     if (!out) abort();
-    ensure(&P->uloss, &U->outs[0], D);
+    sess_ensure(&P->uloss, &U->outs[0], D);
     out[0] = P->uloss;
     int rc = 0;
     for (int o = 1; o < U->nout && !rc; o++) {
@@ -345,8 +324,7 @@ static int update_on_gpus(RtSession *s, char *err, size_t errlen) {
     free(out);
     if (rc) return -1;
     if (rt_cuda_run_wait(w->cx, prog, NULL)) return dev_fail(w, err, errlen);
-    for (int i = 0; i < w->tw->n; i++)
-      if (w->tw->t[i].next) { CUdeviceptr c = w->tw->t[i].cur; w->tw->t[i].cur = w->tw->t[i].next; w->tw->t[i].next = c; }
+    sess_swap_twins(w->tw);
   }
   s->host_stale = 1;
   return 0;
@@ -360,37 +338,15 @@ static int update_on_cpu(RtSession *s, char *err, size_t errlen) {
   int64_t D[65] = {0};
   for (int j = 0; j < m->ngrad; j++) {
     RtTensor *dst = &P->gsum[j];
-    ensure(dst, &m->grad->outs[1 + j], D);
-    int64_t e = rt_tensor_numel(dst);
+    sess_ensure(dst, &m->grad->outs[1 + j], D);
     memset(dst->data, 0, rt_tensor_nbytes(dst));
-    for (int k = 0; k < P->nw; k++) {
-      if (!P->w[k].sh->n) continue;
-      const void *g = P->w[k].out[1 + j].data;
-      if (dst->dtype == RT_F64) for (int64_t i = 0; i < e; i++) ((double *)dst->data)[i] += ((const double *)g)[i];
-      else for (int64_t i = 0; i < e; i++) ((float *)dst->data)[i] += ((const float *)g)[i];
-    }
+    for (int k = 0; k < P->nw; k++)
+      if (P->w[k].sh->n) rt_tensor_add(dst, &P->w[k].out[1 + j]);
   }
   update_args(s, P->gsum);
   if (sess_bind(m, U, P->in, D, err, errlen)) return -1;
-  for (int o = 0; o < U->nout; o++) {
-    Named *nm = o ? sess_find(s, U->outs[o].name) : NULL;
-    if (o && !nm) return sess_fail(err, errlen, "internal: the update writes '%s', which the session lacks", U->outs[o].name);
-    if (o && U->outs[o].role == RT_ARG_IN_PLACE) {   // written into the tensor it replaces
-      rt_tensor_free(&P->unext[o]);
-      P->unext[o] = nm->t;
-      P->unext[o].owns = 0;
-    } else {
-      ensure(&P->unext[o], &U->outs[o], D);
-    }
-  }
-  if (sess_run_cpu(s, U, D, P->in, P->unext, err, errlen)) return -1;
-  for (int o = 1; o < U->nout; o++) {   // the next values become the current ones
-    if (U->outs[o].role == RT_ARG_IN_PLACE) continue;
-    Named *nm = sess_find(s, U->outs[o].name);
-    void *tmp = nm->t.data;
-    nm->t.data = P->unext[o].data;
-    P->unext[o].data = tmp;
-  }
+  if (sess_outputs(s, U, D, P->unext, err, errlen) || sess_run_cpu(s, U, D, P->in, P->unext, err, errlen)) return -1;
+  sess_take_next(s, U, P->unext);
   return 0;
 }
 
@@ -408,11 +364,7 @@ int rt_par_step(RtSession *s, const RtTensor *cols, double lr, double *loss, cha
   for (int i = 0; i < G->nin && n < 0; i++) if (G->ins[i].role == RT_ARG_DATA) n = cols[G->ins[i].col].shape[0];
   if (n < 1) return sess_fail(err, errlen, "the training step reads no data to split");
   rt_split_rows(&P->split, n);
-  if (lr < 0) lr = m->sched.lr;
-  double step = (double)(s->step + 1);
-  *(double *)scalar(s, RT_ARG_LR)->data = lr;
-  *(double *)scalar(s, RT_ARG_BIAS1)->data = 1 / (1 - pow(m->beta1, step));
-  *(double *)scalar(s, RT_ARG_BIAS2)->data = 1 / (1 - pow(m->beta2, step));
+  sess_step_scalars(s, lr);
   // The shares' gradients: the GPUs' queued, then the CPU's run, then the GPUs waited for.
   for (int pass = 0; pass < 2; pass++)
     for (int k = 0; k < P->nw; k++)

@@ -184,6 +184,7 @@ RtTensor rt_tensor_new(RtDType t, int ndim, const int64_t *shape);
 void rt_tensor_free(RtTensor *t);   // frees data if owned; leaves data NULL
 int64_t rt_tensor_numel(const RtTensor *t);   // 1 for a 0-d tensor
 size_t rt_tensor_nbytes(const RtTensor *t);
+void rt_tensor_add(RtTensor *dst, const RtTensor *src);   // dst += src elementwise: f32 or f64, as many elements
 
 // Print as nested lists, no trailing newline: [[1, 2], [3, 4]]. A 0-d tensor prints as a
 // bare number; floats use %g (nan, inf, -inf); integers print as integers; bool as

@@ -52,6 +52,14 @@ size_t rt_tensor_nbytes(const RtTensor *t) {
     return (size_t)rt_tensor_numel(t) * rt_dtype_size(t->dtype);
 }
 
+void rt_tensor_add(RtTensor *dst, const RtTensor *src) {
+    int64_t n = rt_tensor_numel(dst);
+    if (dst->dtype == RT_F64)
+        for (int64_t i = 0; i < n; i++) ((double *)dst->data)[i] += ((const double *)src->data)[i];
+    else
+        for (int64_t i = 0; i < n; i++) ((float *)dst->data)[i] += ((const float *)src->data)[i];
+}
+
 static void print_float(FILE *f, double v) {
     // glibc prints "-nan"; one spelling for every nan.
     if (isnan(v))
