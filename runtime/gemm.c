@@ -45,9 +45,10 @@
 // instead. The BLIS and loops paths call it after each tile.
 //
 // Threading. Kiln's pool is the only set of threads: a product is cut into
-// tiles (batch items times a grid of row and column blocks, the same number
-// for every pool thread), and each pool thread runs its share of the tiles,
-// each tile a whole single-threaded GEMM with that thread's packing buffers
+// tiles (batch items times a grid of row and column blocks, at least as many
+// for every pool thread), and each pool thread claims tiles until none is left
+// (the BLIS and loops paths: runs its share), each tile a whole
+// single-threaded GEMM with that thread's packing buffers
 // (one block per context, no malloc per call once it has grown). So the
 // threads doing a GEMM are exactly the pool's, --threads and rt_set_threads
 // set their number, and nothing oversubscribes. The BLIS path does the same
@@ -74,6 +75,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,6 +116,7 @@ typedef struct {
     int64_t ks, k0;       // parts the depth is cut into (split_depth; 1: none); a part's first k
     float *parts;         // parts 1.. of such a product, m x n each, summed into C afterwards
     float *ws;   // packing buffers, slot_floats per thread slot
+    _Atomic int64_t *next;   // the next tile (or depth part) a slot claims
     int64_t a_pack, slot_floats, nslots, nbatch;   // floats per slot, A's first
     int transposed;   // computing C^T = B^T A^T (C was column-major)
     int direct_a;   // A is row-major: its whole micro-panels are read in place
@@ -472,14 +475,17 @@ static void depth_part(const Gemm *g, float *pa, float *pb, int64_t q) {
     packed_tile(&part, pa, pb, 0, 0, g->m, 0, g->n);
 }
 
-// Thread slots [lo, hi): slot s runs its equal share of the batch * tm * tn
-// tiles (or of the ks depth parts) with its own packing buffers.
+// Thread slots [lo, hi): slot s claims tiles of the batch * tm * tn (or the
+// ks depth parts) one at a time until none is left, with its own packing
+// buffers. Claimed, not dealt: where plan_tiles cut a product finer than the
+// threads, a thread that the machine slows takes fewer tiles instead of the
+// others waiting for it. A tile's sums do not depend on which thread runs it.
 static void run_slots(void *ctx, int64_t lo, int64_t hi) {
     const Gemm *g = ctx;
     int64_t ntiles = g->tm * g->tn * g->ks, total = ntiles * g->nbatch;
     for (int64_t s = lo; s < hi; s++) {
         float *pa = g->ws + s * g->slot_floats, *pb = pa + g->a_pack;
-        for (int64_t it = total * s / g->nslots; it < total * (s + 1) / g->nslots; it++) {
+        for (int64_t it; (it = atomic_fetch_add_explicit(g->next, 1, memory_order_relaxed)) < total;) {
             if (g->ks > 1) {
                 depth_part(g, pa, pb, it);
                 continue;
@@ -645,6 +651,8 @@ static int packed(KRt *rt, Gemm *g, int64_t batch) {
     }
     g->ws = buf + pre;
     g->parts = g->ws + g->slot_floats * g->nslots;
+    _Atomic int64_t next = 0;
+    g->next = &next;
     rt_parallel_for(rt, run_slots, g, g->nslots, 1);
     if (g->ks > 1) sum_parts(g);
     if (own) rt_free(buf);
@@ -754,7 +762,8 @@ static double tile_cost(int64_t mb, int64_t nb, int64_t mr, int64_t nr) {
 }
 
 // The tile grid: enough tiles that every pool thread gets the same number
-// (batch * tiles a multiple of the thread count), none below TILE_MIN_WORK,
+// (batch * tiles a multiple of the thread count; for claimed tiles up to
+// FINER times that, below), none below TILE_MIN_WORK,
 // and each product cut into the tm x tn blocks that cost least (tile_cost),
 // the squarest on a tie. Whole micro-tiles: cutting a 25 x 32 product's 32
 // columns (one 32-wide AVX-512 micro-tile) in two would leave each thread the
@@ -797,21 +806,54 @@ static double tile_work(const Gemm *g) {
     return work;
 }
 
-static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t nr) {
-    int64_t per = threads / gcd(batch, threads);   // tiles per product
-    double most = tile_work(g) / TILE_MIN_WORK;
-    if (per > most) per = most > 1 ? (int64_t)most : 1;
-    int64_t tm = 1;
-    int64_t whole = g->c_cs == 1 ? per : g->c_rs == 1 ? 1 : 0;   // the tm that leaves C's contiguous lines uncut
+// The cut of a product into per tiles (tm x per / tm): the one that costs
+// least, the squarest on a tie, or the one that leaves C's lines whole if it
+// costs at most WHOLE_LINES more. Its tm; *cost: one tile's (INFINITY: none).
+static int64_t cut_tiles(const Gemm *g, int64_t per, int64_t mr, int64_t nr, double *cost) {
+    int64_t tm = 1, whole = g->c_cs == 1 ? per : g->c_rs == 1 ? 1 : 0;   // the tm that leaves C's contiguous lines uncut
     double least = INFINITY, best = INFINITY, whole_cost = INFINITY;
     for (int64_t d = 1; d <= per; d++) {
         if (per % d || d > g->m || per / d > g->n) continue;
-        double cost = tile_cost((g->m + d - 1) / d, (g->n + per / d - 1) / (per / d), mr, nr);
+        double c = tile_cost((g->m + d - 1) / d, (g->n + per / d - 1) / (per / d), mr, nr);
         double skew = fabs(log((double)g->m * per / ((double)g->n * d * d)));   // log(mb / nb)
-        if (cost < least || (cost == least && skew < best)) { least = cost; best = skew; tm = d; }
-        if (d == whole) whole_cost = cost;
+        if (c < least || (c == least && skew < best)) { least = c; best = skew; tm = d; }
+        if (d == whole) whole_cost = c;
     }
-    if (whole_cost <= WHOLE_LINES * least) tm = whole;
+    if (whole_cost <= WHOLE_LINES * least) tm = whole, least = whole_cost;
+    *cost = least;
+    return tm;
+}
+
+// Finer tiles than threads, for run_slots' claiming: on a shared machine one
+// core's speed comes and goes (the AMD EPYC VM's did, minute to minute), and
+// a product dealt out evenly waits for the slowed thread. Up to FINER tiles
+// per thread, where their packing (tile_cost) adds at most FINER_COST to the
+// product's: the CNN's convolutions (25088 rows of 64 or 32 columns, the
+// weights packed once per tile: 0.4% for 4 tiles per thread) are cut finer.
+// Not the dense layers' products (128 rows: 11% for column tiles that each
+// pack all of A), nor their weight gradients (1.4%), nor 2048^2 (2.3% by the
+// cost, which measured 209-214 against 210-229 GFLOP/s at 2 threads: each row
+// tile packs all of a B that does not stay in cache), nor a product of one
+// micro-panel of rows (a batch of one, B read in place four panels at once).
+// The CNN's step at 2 threads (Xeon, alternating, four each): 60.6-64.6
+// against 64.7-67.3 ms while the VM was slow, 79-81.5 against 82-85.5 ms with
+// another process on one core, 10 ms on and 10 ms off; the same (44 ms) quiet.
+#define FINER 4
+#define FINER_COST 1.01
+
+static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t nr, int claimed) {
+    int64_t per = threads / gcd(batch, threads);   // tiles per product
+    double most = tile_work(g) / TILE_MIN_WORK, cost;
+    if (per > most) per = most > 1 ? (int64_t)most : 1;
+    int64_t tm = cut_tiles(g, per, mr, nr, &cost), base = per;
+    int whole = (g->c_cs == 1 && tm == per) || (g->c_rs == 1 && tm == 1);
+    claimed &= g->m > mr;   // a batch of one
+    for (int64_t f = 2; claimed && threads > 1 && f <= FINER && batch * base * f <= FINER * threads && base * f <= most; f++) {
+        double finer;
+        int64_t d = cut_tiles(g, base * f, mr, nr, &finer);
+        int still = (g->c_cs == 1 && d == base * f) || (g->c_rs == 1 && d == 1);   // whole lines stay whole
+        if (f * finer <= FINER_COST * cost && (still || !whole)) tm = d, per = base * f;
+    }
     int64_t tn = per / tm < g->n ? per / tm : g->n;
     g->mb = (g->m + tm - 1) / tm;
     g->nb = (g->n + tn - 1) / tn;
@@ -865,13 +907,13 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
         int64_t keep = t.win ? 0 : narrow_transposed(&t);
         if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || keep)) transpose_problem(&t);
         t.kc_keep = keep;
-        plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr);
+        plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr, 1);
         split_depth(&t, batch, rt_threads(rt));
         if (packed(rt, &t, batch)) return;
     }
     g->blis = (g->f64 || kind != GEMM_LOOPS) && rt_have_blis() && g->k > 0 && blis_strides_ok(g->m, g->k, g->a_rs, g->a_cs) &&
               blis_strides_ok(g->k, g->n, g->b_rs, g->b_cs) && blis_strides_ok(g->m, g->n, g->c_rs, g->c_cs);
-    plan_tiles(g, batch, rt_threads(rt), 1, 1);
+    plan_tiles(g, batch, rt_threads(rt), 1, 1, 0);   // dealt out (run_tiles): no finer
     rt_parallel_for(rt, run_tiles, g, batch * g->tm * g->tn, 1);
 }
 
@@ -943,7 +985,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
             }
             t.b = b_rows, t.b_rs = g->n, t.b_cs = 1;
         }
-        plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr);
+        plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr, 1);
         split_depth(&t, 1, rt_threads(rt));
         int done = packed(rt, &t, 1);
         if (done && rows) {

@@ -585,6 +585,59 @@ static void gemm_env_restore(char *keep) {
     free(keep);
 }
 
+// Tiles are claimed, not dealt: a product cut finer than the threads (the
+// CNN's second convolution, 25088 x 64 x 800, at 2 threads) holds the thread
+// that runs the first epilogue (on the first block of its first tile) until
+// three quarters of the rows are done, which only the other thread can do,
+// and only if it may take more than its half (dealt out, it would stop at
+// half, and the wait would run out).
+typedef struct { _Atomic int64_t rows, held; int64_t m; int first_seen, waited_out; } Claim;
+static void claim_epi(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols) {
+    Claim *c = ctx;
+    (void)off, (void)rs, (void)cols;
+    if (atomic_fetch_add(&c->held, 1) == 0) {   // the first epilogue: wait for the other thread
+        c->first_seen = 1;
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (atomic_load(&c->rows) < c->m * 3 / 4) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 20) { c->waited_out = 1; break; }
+            sched_yield();
+        }
+        return;
+    }
+    atomic_fetch_add(&c->rows, rows);
+}
+
+static void test_gemm_claimed(void) {
+    int64_t m = 25088, n = 64, k = 800;
+    float *a = calloc(m * k, sizeof(float)), *b = calloc(k * n, sizeof(float)), *c = calloc(m * n, sizeof(float));
+    for (int64_t i = 0; i < m * k; i++) a[i] = (float)((i * 7) % 13) - 6;
+    for (int64_t i = 0; i < k * n; i++) b[i] = (float)((i * 5) % 11) - 5;
+    static const char *kinds[] = {"kiln", "kiln-avx2", "kiln-c"};
+    char *keep = gemm_env_save();
+    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
+        setenv("KILN_GEMM", kinds[q], 1);
+        if (q && !gemm_kern_pick(rt_gemm_kind_env())) continue;
+        KRt *rt = rt_new(2);
+        Claim cl = {.m = m};
+        rt_gemm_f32_epi(rt, 1, m, n, k, a, 0, k, 1, b, 0, n, 1, c, 0, n, 1, 0, claim_epi, &cl);
+        int ok = 1;
+        for (int64_t i = 0; i < m && ok; i += 997)   // small integers: exact sums
+            for (int64_t j = 0; j < n; j++) {
+                double r = 0;
+                for (int64_t p = 0; p < k; p++) r += (double)a[i * k + p] * b[p * n + j];
+                ok &= c[i * n + j] == (float)r;
+            }
+        check(ok && cl.first_seen && !cl.waited_out && atomic_load(&cl.held) > 2,
+              "gemm 25088x64x800 on 2 threads, KILN_GEMM=%s: one thread held in its first tile, the other did "
+              "three quarters of the rows (tiles claimed)", kinds[q]);
+        rt_free_ctx(rt);
+    }
+    gemm_env_restore(keep);
+    free(a), free(b), free(c);
+}
+
 // The packed GEMM with each micro-kernel this CPU has (forced through
 // KILN_GEMM), on 1, 3 and 4 threads: every edge of the micro-tile and of the
 // KC, MC and NC blocks, every operand layout, batches with and without a shared
@@ -1355,6 +1408,7 @@ int main(int argc, char **argv) {
     test_gemm();
     test_gemm_kernels();
     test_gemm_windows();
+    test_gemm_claimed();
     test_gemm_rows_independent();
     test_philox();
     test_uniform();
