@@ -590,19 +590,19 @@ static void gemm_env_restore(char *keep) {
 // that runs the first epilogue (on the first block of its first tile) until
 // three quarters of the rows are done, which only the other thread can do,
 // and only if it may take more than its half (dealt out, it would stop at
-// half, and the wait would run out).
+// half, and the wait would end 5 s after its last block).
 typedef struct { _Atomic int64_t rows, held; int64_t m; int first_seen, waited_out; } Claim;
 static void claim_epi(void *ctx, int64_t off, int64_t rs, int64_t rows, int64_t cols) {
     Claim *c = ctx;
     (void)off, (void)rs, (void)cols;
     if (atomic_fetch_add(&c->held, 1) == 0) {   // the first epilogue: wait for the other thread
         c->first_seen = 1;
-        struct timespec t0, t;
+        struct timespec t0, t;   // since the other thread's last progress
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        while (atomic_load(&c->rows) < c->m * 3 / 4) {
+        for (int64_t seen = 0, now; (now = atomic_load(&c->rows)) < c->m * 3 / 4; sched_yield()) {
             clock_gettime(CLOCK_MONOTONIC, &t);
-            if (t.tv_sec - t0.tv_sec > 20) { c->waited_out = 1; break; }
-            sched_yield();
+            if (now != seen) seen = now, t0 = t;
+            else if (t.tv_sec - t0.tv_sec > 5) { c->waited_out = 1; break; }   // it has stopped
         }
         return;
     }
