@@ -806,11 +806,14 @@ static double tile_work(const Gemm *g) {
     return work;
 }
 
+// The tm that leaves C's contiguous lines uncut in a cut into per tiles (0: none).
+static int64_t whole_tm(const Gemm *g, int64_t per) { return g->c_cs == 1 ? per : g->c_rs == 1 ? 1 : 0; }
+
 // The cut of a product into per tiles (tm x per / tm): the one that costs
 // least, the squarest on a tie, or the one that leaves C's lines whole if it
 // costs at most WHOLE_LINES more. Its tm; *cost: one tile's (INFINITY: none).
 static int64_t cut_tiles(const Gemm *g, int64_t per, int64_t mr, int64_t nr, double *cost) {
-    int64_t tm = 1, whole = g->c_cs == 1 ? per : g->c_rs == 1 ? 1 : 0;   // the tm that leaves C's contiguous lines uncut
+    int64_t tm = 1, whole = whole_tm(g, per);
     double least = INFINITY, best = INFINITY, whole_cost = INFINITY;
     for (int64_t d = 1; d <= per; d++) {
         if (per % d || d > g->m || per / d > g->n) continue;
@@ -846,13 +849,12 @@ static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t 
     double most = tile_work(g) / TILE_MIN_WORK, cost;
     if (per > most) per = most > 1 ? (int64_t)most : 1;
     int64_t tm = cut_tiles(g, per, mr, nr, &cost), base = per;
-    int whole = (g->c_cs == 1 && tm == per) || (g->c_rs == 1 && tm == 1);
+    int whole = tm == whole_tm(g, per);
     claimed &= g->m > mr;   // a batch of one
     for (int64_t f = 2; claimed && threads > 1 && f <= FINER && batch * base * f <= FINER * threads && base * f <= most; f++) {
         double finer;
         int64_t d = cut_tiles(g, base * f, mr, nr, &finer);
-        int still = (g->c_cs == 1 && d == base * f) || (g->c_rs == 1 && d == 1);   // whole lines stay whole
-        if (f * finer <= FINER_COST * cost && (still || !whole)) tm = d, per = base * f;
+        if (f * finer <= FINER_COST * cost && (!whole || d == whole_tm(g, base * f))) tm = d, per = base * f;   // whole lines stay whole
     }
     int64_t tn = per / tm < g->n ? per / tm : g->n;
     g->mb = (g->m + tm - 1) / tm;
