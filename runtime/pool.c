@@ -1,18 +1,31 @@
 // pool.c: the runtime context, a persistent thread pool and a scratch workspace.
 //
 // Design. A KRt with n threads owns n-1 workers that live as long as it does; the
-// calling thread is thread 0. Each worker has a mailbox on its own cache line: a
-// sequence number `seq` that only the dispatcher writes. To hand out a job the
-// dispatcher writes the job into the KRt, then bumps the seq of each worker that gets
-// a chunk (a small job wakes only the threads it uses). A worker spins on its seq for
-// SPIN_NS, then sleeps on its own mutex/condvar; the dispatcher takes the lock and
-// signals only when the worker's `sleeping` flag is set, so back-to-back calls cost a
-// store per worker and no syscall. Completion is the atomic countdown `pending`: the
-// caller runs chunk 0, then spins on it, then sleeps on done_cv the same way, and the
-// last worker signals only if the caller's `waiting` flag is set. Each flag is set
-// before its counter is rechecked, both seq_cst, so a sleeper and a waker can't both
-// miss (Dekker). The job fields are stable while pending > 0, and a worker gets a new
-// seq only after it finished the previous job, so no job is seen twice or half-written.
+// calling thread is thread 0. A job is numbered (gen) and cut into chunks with a
+// static partition. Each worker has a mailbox on its own cache line: `seq`, the
+// number of the last job it was called to, that only the dispatcher writes. To hand
+// out a job the dispatcher writes the job into the KRt, marks each chunk unclaimed
+// for this job (claims[t] = gen << 1), then stores gen in the seq of each worker
+// that gets a chunk (a small job wakes only the threads it uses). A worker spins on
+// its seq for SPIN_NS, then sleeps on its own mutex/condvar; the dispatcher takes
+// the lock and signals only when the worker's `sleeping` flag is set, so
+// back-to-back calls cost a store per worker and no syscall.
+//
+// Chunks are claimed, not owned: a thread runs a chunk only after turning its claim
+// from gen << 1 into gen << 1 | 1 (a compare-and-swap), its own chunk first (chunk 0
+// for the caller, chunk t for worker t), then any chunk still unclaimed. So a worker
+// that the machine has not yet run (a shared VM's busy core, a sleeping worker's
+// wake-up) does not hold the job up: the caller takes its chunk instead of waiting.
+// The chunks are the same whoever runs them, so results are too, bit for bit. A
+// thread that comes late holds an old gen, and every claim of an old job has been
+// taken (the job ended only when all its chunks had run), so its compare-and-swap
+// fails and it touches nothing of the current job. Completion is the atomic
+// countdown `pending` of chunks not yet run: the caller spins on it, then sleeps on
+// done_cv the same way, and the thread that runs the last chunk signals only if the
+// caller's `waiting` flag is set. Each flag is set before its counter is rechecked,
+// both seq_cst, so a sleeper and a waker can't both miss (Dekker). The job fields
+// are written before the claims (release) and read after a successful claim
+// (acquire), and stay stable while pending > 0.
 // Spinning yields every 64 pauses: on a busy machine, or with more threads than CPUs,
 // the thread being waited for may need this CPU. A thread-local depth marks threads
 // inside a parallel region, so nested calls run inline instead of deadlocking.
@@ -32,12 +45,12 @@
 #define MAX_THREADS 1024
 
 typedef struct {
-    _Alignas(64) _Atomic uint32_t seq;   // bumped by the dispatcher per job for this worker
+    _Alignas(64) _Atomic uint64_t seq;   // the last job (gen) this worker was called to
     _Atomic int sleeping;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t tid;
-    int index;   // the chunk this worker runs
+    int index;   // the chunk this worker claims first
     KRt *rt;
 } Worker;
 
@@ -46,12 +59,14 @@ struct KRt {
     Worker *workers;   // nthreads - 1 of them
     pthread_mutex_t call_mu;   // one job at a time per KRt
 
-    // The current job: written before any seq bump, read-only while pending > 0.
+    // The current job: written before its claims, read-only while pending > 0.
     RtRangeFn fn;
     void *ctx;
     int64_t base, rem;   // chunk t has base + (t < rem) items
+    uint64_t gen;        // the job's number, from 1; written by the dispatcher only
+    _Atomic uint64_t *claims;   // per chunk (nthreads): gen << 1 while unclaimed, | 1 once taken
 
-    _Alignas(64) _Atomic uint32_t pending;   // workers still running the job
+    _Alignas(64) _Atomic uint64_t pending;   // chunks of the job not yet run
     _Atomic int waiting;   // the caller sleeps on done_cv
     _Atomic int stop;
     pthread_mutex_t mu;
@@ -107,7 +122,7 @@ static uint64_t now_ns(void) {
 }
 
 // Spin until (*p == v) == until_eq, or SPIN_NS passes; returns 1 if the condition held.
-static int spin(_Atomic uint32_t *p, uint32_t v, int until_eq) {
+static int spin(_Atomic uint64_t *p, uint64_t v, int until_eq) {
     uint64_t t0 = 0;
     for (unsigned i = 1;; i++) {
         if ((atomic_load_explicit(p, memory_order_acquire) == v) == until_eq)
@@ -124,13 +139,32 @@ static int spin(_Atomic uint32_t *p, uint32_t v, int until_eq) {
     }
 }
 
-static void run_chunk(KRt *rt, int64_t t) {
+// Run chunk t of job gen if it is still unclaimed; 1 if this thread ran it.
+static int claim_chunk(KRt *rt, uint64_t gen, int64_t t) {
+    uint64_t want = gen << 1;
+    if (atomic_load_explicit(&rt->claims[t], memory_order_relaxed) != want ||
+        !atomic_compare_exchange_strong_explicit(&rt->claims[t], &want, want | 1, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return 0;
     int64_t lo = t * rt->base + (t < rt->rem ? t : rt->rem);
     int64_t hi = lo + rt->base + (t < rt->rem);
     rt->fn(rt->ctx, lo, hi);
+    if (atomic_fetch_sub(&rt->pending, 1) == 1 && atomic_load(&rt->waiting)) {
+        pthread_mutex_lock(&rt->mu);
+        pthread_cond_signal(&rt->done_cv);
+        pthread_mutex_unlock(&rt->mu);
+    }
+    return 1;
 }
 
-static uint32_t wait_job(Worker *w, uint32_t seen) {
+// This thread's own chunk first, then whichever of the others no thread has taken.
+static void run_claims(KRt *rt, uint64_t gen, int own) {
+    int n = rt->nthreads;
+    for (int i = 0; i < n; i++)
+        claim_chunk(rt, gen, (own + i) % n);
+}
+
+static uint64_t wait_job(Worker *w, uint64_t seen) {
     if (!spin(&w->seq, seen, 0)) {
         pthread_mutex_lock(&w->mu);
         atomic_store(&w->sleeping, 1);
@@ -142,8 +176,8 @@ static uint32_t wait_job(Worker *w, uint32_t seen) {
     return atomic_load_explicit(&w->seq, memory_order_acquire);
 }
 
-static void wake(Worker *w) {
-    atomic_fetch_add(&w->seq, 1);
+static void wake(Worker *w, uint64_t gen) {
+    atomic_store(&w->seq, gen);
     if (atomic_load(&w->sleeping)) {
         pthread_mutex_lock(&w->mu);
         pthread_cond_signal(&w->cv);
@@ -154,19 +188,14 @@ static void wake(Worker *w) {
 static void *worker_main(void *arg) {
     Worker *w = arg;
     KRt *rt = w->rt;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     tls_depth = 1;
     fp_enter(rt);   // for the thread's life
     for (;;) {
         seen = wait_job(w, seen);
         if (atomic_load(&rt->stop))
             return NULL;
-        run_chunk(rt, w->index);
-        if (atomic_fetch_sub(&rt->pending, 1) == 1 && atomic_load(&rt->waiting)) {
-            pthread_mutex_lock(&rt->mu);
-            pthread_cond_signal(&rt->done_cv);
-            pthread_mutex_unlock(&rt->mu);
-        }
+        run_claims(rt, seen, w->index);
     }
 }
 
@@ -204,8 +233,9 @@ static int default_threads(void) {
 
 static void stop_workers(KRt *rt) {
     atomic_store(&rt->stop, 1);
+    rt->gen++;
     for (int i = 0; i < rt->nthreads - 1; i++)
-        wake(&rt->workers[i]);
+        wake(&rt->workers[i], rt->gen);
     for (int i = 0; i < rt->nthreads - 1; i++) {
         Worker *w = &rt->workers[i];
         pthread_join(w->tid, NULL);
@@ -213,7 +243,9 @@ static void stop_workers(KRt *rt) {
         pthread_cond_destroy(&w->cv);
     }
     rt_free(rt->workers);
+    rt_free((void *)rt->claims);
     rt->workers = NULL;
+    rt->claims = NULL;
     rt->nthreads = 1;
     atomic_store(&rt->stop, 0);
 }
@@ -225,8 +257,13 @@ static void start_workers(KRt *rt, int n) {
     if (n > MAX_THREADS)
         n = MAX_THREADS;
     rt->nthreads = 1;
-    if (n == 1 || !(rt->workers = rt_calloc(sizeof(Worker) * (size_t)(n - 1))))
+    if (n == 1 || !(rt->claims = rt_calloc(sizeof(*rt->claims) * (size_t)n)))
         return;
+    if (!(rt->workers = rt_calloc(sizeof(Worker) * (size_t)(n - 1)))) {
+        rt_free((void *)rt->claims);
+        rt->claims = NULL;
+        return;
+    }
     // Workers inherit a full signal mask: signals (SIGINT in the REPL) go to the caller.
     sigset_t all, old;
     sigfillset(&all);
@@ -307,11 +344,14 @@ void rt_parallel_for(KRt *rt, RtRangeFn fn, void *ctx, int64_t n, int64_t grain)
     rt->ctx = ctx;
     rt->base = n / nchunks;
     rt->rem = n % nchunks;
-    atomic_store(&rt->pending, (uint32_t)nchunks - 1);
+    uint64_t gen = ++rt->gen;
+    atomic_store(&rt->pending, (uint64_t)nchunks);
+    for (int64_t t = 0; t < nchunks; t++)
+        atomic_store_explicit(&rt->claims[t], gen << 1, memory_order_release);
     for (int64_t t = 1; t < nchunks; t++)
-        wake(&rt->workers[t - 1]);
+        wake(&rt->workers[t - 1], gen);
     tls_depth++;
-    run_chunk(rt, 0);
+    run_claims(rt, gen, 0);
     tls_depth--;
     wait_done(rt);
     pthread_mutex_unlock(&rt->call_mu);

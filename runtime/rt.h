@@ -73,7 +73,10 @@ typedef void (*RtRangeFn)(void *ctx, int64_t lo, int64_t hi);
 // Run fn(ctx, lo, hi) over [0, n) in contiguous chunks with a static partition:
 // nchunks = min(threads, n / grain), chunk t = [t*b + min(t, r), ...) with
 // b = n / nchunks, r = n % nchunks (the first r chunks get one more item), so every chunk
-// has at least grain items. Chunk 0 runs on the calling thread, chunk t on worker t.
+// has at least grain items. The calling thread runs chunk 0 and worker t chunk t, unless
+// a thread that finished its own finds a chunk not yet started (a worker still waking,
+// or its CPU taken by another process): it runs that one too. Each chunk runs once, on
+// one thread; which thread may differ between calls.
 // Runs inline (one call fn(ctx, 0, n)) when there would be one chunk (n < 2 * grain), when
 // the pool has one thread or rt is NULL, or when called from inside a parallel region (a
 // nested call). grain < 1 counts as 1. Returns when every chunk is done; the writes of fn

@@ -198,6 +198,41 @@ static void test_pool_sleep(void) {
     rt_free_ctx(rt);
 }
 
+// Chunk 1 of a two-chunk job records the thread that ran it.
+typedef struct {
+    pthread_t caller;
+    _Atomic int on_caller, runs;
+} Who;
+
+static void who_fn(void *ctx, int64_t lo, int64_t hi) {
+    Who *w = ctx;
+    (void)hi;
+    if (lo == 1) {
+        atomic_fetch_add(&w->runs, 1);
+        if (pthread_equal(pthread_self(), w->caller))
+            atomic_fetch_add(&w->on_caller, 1);
+    }
+}
+
+// Chunks are claimed: with its worker asleep (a wake-up takes microseconds), the
+// caller, done with chunk 0 at once, runs chunk 1 itself instead of waiting. The
+// worker then wakes for a job that has ended, or during the next one: it must run
+// nothing of either twice (cover_ok right after, and its sums).
+static void test_pool_claims(void) {
+    KRt *rt = rt_new(2);
+    Who w = {.caller = pthread_self()};
+    int ok = 1;
+    for (int round = 0; round < 40; round++) {
+        sleep_us(1000);   // longer than the spin: the worker is asleep
+        rt_parallel_for(rt, who_fn, &w, 2, 1);
+        ok &= cover_ok(rt, 2 + round, 1);
+    }
+    check(ok && atomic_load(&w.runs) == 40, "pool: each chunk runs once while a late worker wakes");
+    check(atomic_load(&w.on_caller) > 0,
+          "pool: the caller ran a sleeping worker's chunk itself (%d of 40 times)", atomic_load(&w.on_caller));
+    rt_free_ctx(rt);
+}
+
 typedef struct {
     KRt *rt;
     int ok;
@@ -1401,6 +1436,7 @@ int main(int argc, char **argv) {
     test_pool_nested();
     test_pool_resize();
     test_pool_sleep();
+    test_pool_claims();
     test_pool_callers();
     test_pool_workspace();
     test_pool_denormals();
