@@ -139,13 +139,13 @@ static int spin(_Atomic uint64_t *p, uint64_t v, int until_eq) {
     }
 }
 
-// Run chunk t of job gen if it is still unclaimed; 1 if this thread ran it.
-static int claim_chunk(KRt *rt, uint64_t gen, int64_t t) {
+// Run chunk t of job gen if it is still unclaimed.
+static void claim_chunk(KRt *rt, uint64_t gen, int64_t t) {
     uint64_t want = gen << 1;
     if (atomic_load_explicit(&rt->claims[t], memory_order_relaxed) != want ||
         !atomic_compare_exchange_strong_explicit(&rt->claims[t], &want, want | 1, memory_order_acq_rel,
                                                  memory_order_relaxed))
-        return 0;
+        return;
     int64_t lo = t * rt->base + (t < rt->rem ? t : rt->rem);
     int64_t hi = lo + rt->base + (t < rt->rem);
     rt->fn(rt->ctx, lo, hi);
@@ -154,10 +154,11 @@ static int claim_chunk(KRt *rt, uint64_t gen, int64_t t) {
         pthread_cond_signal(&rt->done_cv);
         pthread_mutex_unlock(&rt->mu);
     }
-    return 1;
 }
 
 // This thread's own chunk first, then whichever of the others no thread has taken.
+// All nthreads claims, not the job's chunk count: a late thread may not read the
+// job, and a claim past its chunks holds an old job's taken mark, so it fails.
 static void run_claims(KRt *rt, uint64_t gen, int own) {
     int n = rt->nthreads;
     for (int i = 0; i < n; i++)
