@@ -285,9 +285,13 @@ static inline void put(float *x, float v, int acc) { *x = acc ? *x + v : v; }
 // One mv x nv block of C (at most mr x nr): straight into C when its columns
 // are whole and contiguous and its rows are the kernel's mr or a tail's, else
 // into a buffer and copied out. A tail computes only the panel's mv rows.
-static void micro(const GemmKern *kn, int64_t kb, Panel ap, const float *pb, int64_t ldb, float *c, int64_t rs,
+// The panel comes by address: by value (32 bytes, on the stack) each call copied
+// it with 16-byte loads from the 8-byte stores just made, a store-forwarding
+// stall per call, 14% of the conv1 forward product's time with AVX2 (K = 25).
+static void micro(const GemmKern *kn, int64_t kb, const Panel *panel, const float *pb, int64_t ldb, float *c, int64_t rs,
                   int64_t cs, int64_t mv, int64_t nv, int acc) {
     _Alignas(64) float t[MAX_MR * MAX_NR];
+    Panel ap = *panel;
     int tail = mv < kn->mr && (ap.off ? kn->taps_tail != NULL : ap.ai == 1 && kn->tail != NULL);
     int direct = nv == kn->nr && cs == 1 && (mv == kn->mr || tail);
     float *dst = direct ? c : t;
@@ -351,7 +355,7 @@ static void block_b_stays(const Gemm *g, float *pa, const float *pb, const float
     pack_a(kn->mr, mb, kb, a, g->a_rs, g->a_cs, pa);
     for (int64_t jr = 0; jr < nb; jr += kn->nr)
         for (int64_t ir = 0; ir < mb; ir += kn->mr)
-            micro(kn, kb, (Panel){pa + ir * kb, kn->mr, 1, NULL}, pb + jr * kb, kn->nr, c + ir * g->c_rs + jr * g->c_cs,
+            micro(kn, kb, &(Panel){pa + ir * kb, kn->mr, 1, NULL}, pb + jr * kb, kn->nr, c + ir * g->c_rs + jr * g->c_cs,
                   g->c_rs, g->c_cs, min64(kn->mr, mb - ir), min64(kn->nr, nb - jr), acc);
 }
 
@@ -370,6 +374,7 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
     if (taps_in_place) win_pixel_offsets(g->win, pk, kb, pix_off = (int64_t *)(pa + round_up(kn->mr * kb, 16)));
     else if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
     else if (!win_rows && mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
+    WinPixel px = win_rows ? win_pixel(g->win, ci) : (WinPixel){0, 0, 0};   // panel ir's first pixel
     for (int64_t ir = 0, mv; ir < mb; ir += mv) {
         const float *in_place = NULL;
         mv = min64(kn->mr, mb - ir);
@@ -378,23 +383,22 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
             if (rows) mv = rows, in_place = (const float *)g->win->x + g->win->toff[q];
             else win_pack_taps(g->win, kn->mr, q, mv, pk, kb, pa);
         }
-        if (win_rows) {
-            if (kn->taps && kn->taps_tail) mv = win_panel_rows(g->win, kn->mr, ci + ir, mb - ir);
-            if (kn->taps) in_place = win_panel_in_place(g->win, kn->mr, ci + ir, mv, kn->taps_tail != NULL);
-            if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, mv, pk, kb, pa);
-        }
         int64_t skip = 0, kv = kb;   // the panel's depth [skip, skip + kv) of the block: the rest reads padding
-        if (in_place && g->win->rows_first) {
-            int64_t lo, hi;
-            win_depth_range(g->win, ci + ir, &lo, &hi);
-            skip = min64(kb, lo > pk ? lo - pk : 0);
-            kv = (hi < pk + kb ? hi - pk : kb) - skip;
-            if (kv < 0) kv = 0;   // all padding: C's rows are zeros in the block's first panel, else unchanged
+        if (win_rows) {
+            WinPanel wp = win_pixel_panel(g->win, kn, &px, mb - ir);
+            mv = wp.rows, in_place = wp.in_place;
+            if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, mv, pk, kb, pa);
+            else if (g->win->rows_first) {
+                skip = min64(kb, wp.lo > pk ? wp.lo - pk : 0);
+                kv = (wp.hi < pk + kb ? wp.hi - pk : kb) - skip;
+                if (kv < 0) kv = 0;   // all padding: C's rows are zeros in the block's first panel, else unchanged
+            }
         }
+        Panel ap = {pa, kn->mr, 1, NULL};   // packed (a window's one panel, or the block's panel ir)
+        if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
+        else if (!win_rows && !taps_in_place) ap.a = pa + (ir - whole) * kb;
+        if (in_place) ap = (Panel){in_place, 0, 1, taps_in_place ? pix_off : g->win->toff + pk + skip};
         for (int64_t jr = 0; jr < nb && (kv || !acc); jr += kn->nr) {
-            Panel ap = {pa + (win_rows || taps_in_place ? 0 : ir - whole) * kb, kn->mr, 1, NULL};
-            if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
-            if (in_place) ap = (Panel){in_place, 0, 1, taps_in_place ? pix_off : g->win->toff + pk + skip};
             if (mv == 1 && kn->row_panels && ccs == 1 && ap.ai == 1 && !ap.off && jr + ROW_PANELS * kn->nr <= bp.whole) {
                 kn->row_panels(kb, ap.a, ap.ak, bp.direct + jr, bp.ld, c + ir * crs + jr, acc);
                 jr += (ROW_PANELS - 1) * kn->nr;
@@ -402,7 +406,7 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
             }
             const float *pb = jr < bp.whole ? bp.direct + jr : bp.packed + (jr - bp.whole) * kb;
             int64_t ldb = jr < bp.whole ? bp.ld : kn->nr;
-            micro(kn, kv, ap, pb + skip * ldb, ldb, c + ir * crs + jr * ccs, crs, ccs, mv, min64(kn->nr, nb - jr), acc);
+            micro(kn, kv, &ap, pb + skip * ldb, ldb, c + ir * crs + jr * ccs, crs, ccs, mv, min64(kn->nr, nb - jr), acc);
         }
         // A strip of C^T is mr columns of the caller's C: too narrow to sweep, so
         // a transposed problem's epilogue runs per block instead (packed_tile).
@@ -576,6 +580,16 @@ static int64_t narrow_kc(int64_t nb, int64_t kc) {
 #define B_STAYS_COLS 512
 #define B_STAYS_NC 4096
 
+// A's rows go a micro-panel at a time (read in place, or a window's pixels).
+static int rows_by_panel(const Gemm *g) { return g->direct_a || (g->win && !g->win->taps_rows); }
+
+// A deep product into at most two micro-panels of columns whose A is packed
+// (or read as taps): a kernel gradient.
+static int narrow_deep(const Gemm *g, int64_t kc) {
+    int64_t nr = g->kern->nr;
+    return !rows_by_panel(g) && g->nb > nr && g->nb <= 2 * nr && g->k >= 16 * kc;
+}
+
 // No bigger than the tile needs: small products pack small buffers.
 static void block_sizes(Gemm *g) {
     const GemmKern *kn = g->kern;
@@ -593,7 +607,14 @@ static void block_sizes(Gemm *g) {
     // that packed panel already: copying it only costs. 25x32x100352 with A^T
     // (gemm_kernels, 64-byte aligned operands): 72-77 -> 98-101 GFLOP/s; other
     // shapes unchanged. Rows astride cache lines lost 4% (4096x32x1024).
-    int packed_already = g->b_rs == kn->nr && (uintptr_t)g->b % RT_ALIGN == 0;
+    // So is a B whose rows are whole panels, nb floats on whole cache lines,
+    // against a deep product's few rows (a kernel gradient into two panels of
+    // columns): each KC block of B meets the rows once and is gone. The CNN's
+    // first kernel gradient with AVX2 (its 32 channels are two 16-column
+    // panels), alternating: 2.96 -> 2.57 ms, with its taps in place as well
+    // (win_channels_last) 2.3 ms; in its step 4.2-4.3 -> 3.7-3.8 ms.
+    int whole_lines = g->b_rs == g->nb && g->nb % kn->nr == 0 && g->b_rs % (RT_ALIGN / 4) == 0;
+    int packed_already = (g->b_rs == kn->nr || (narrow_deep(g, kc) && whole_lines)) && (uintptr_t)g->b % RT_ALIGN == 0;
     g->direct_b = g->b_cs == 1 && g->b_rs > 0 && (g->m <= kn->mr * (g->transposed ? 2 : 1) || packed_already);
     int strips = g->epi && round_up(g->nb, kn->nr) > nc;   // the hook would get rows cut into NC-wide strips
     g->b_stays = !g->win && !g->direct_b &&
@@ -604,10 +625,10 @@ static void block_sizes(Gemm *g) {
     }
     // Rows of windows go a micro-panel at a time, as a row-major A does, with
     // the same KC, so the sums are the materialized matrix's to the bit.
-    int by_panel = g->direct_a || (g->win && !g->win->taps_rows);
+    int by_panel = rows_by_panel(g);
     int64_t deep = deep_kc(kn, g->nb);
     if (by_panel && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
-    if (!by_panel && g->nb > kn->nr && g->nb <= 2 * kn->nr && g->k >= 16 * kc) kc = narrow_kc(round_up(g->nb, kn->nr), kc);
+    if (narrow_deep(g, kc)) kc = narrow_kc(round_up(g->nb, kn->nr), kc);
     if (g->kc_keep) kc = g->kc_keep;
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
     g->mc = min64(mc, round_up(g->mb, kn->mr));
@@ -968,9 +989,10 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind)) && g->kern->mr <= MAX_WIN_MR) {
         Gemm t = *g;
         t.win = &w;
-        // The weights' gradient over more than one channel: the taps channels
-        // last (win_channels_last), so packing reads a run of channels per
-        // pixel instead of a few runs of KW taps; the rows come out in that
+        // The weights' gradient: the taps channels last (win_channels_last:
+        // over more than one channel, or one whose taps are read in place), so
+        // packing reads a run of channels per pixel instead of a few runs of KW
+        // taps; the rows come out in that
         // order, into a buffer, and go to the caller's C by win_row_of.
         float *rows = taps_rows && win_channels_last(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
         w.hwc = rows != NULL;

@@ -141,13 +141,6 @@ int64_t win_row_of(const Win *w, int64_t q) {
     return (c * w->kh + i) * w->kw + j;
 }
 
-void win_depth_range(const Win *w, int64_t r, int64_t *lo, int64_t *hi) {
-    int64_t y0 = r / w->ow % w->oh * w->strh - w->pt0, i0 = 0, i1 = w->kh;   // the window's top row in the image
-    while (i0 < i1 && y0 + i0 * w->dh < 0) i0++;
-    while (i1 > i0 && y0 + (i1 - 1) * w->dh >= w->h0) i1--;
-    *lo = i0 * w->c * w->kw, *hi = i1 * w->c * w->kw;
-}
-
 // A tap (c, i, j): its channel's offset into an image, its row and column
 // shifts. Taps are visited in order, so the next one is an increment, not
 // three divisions (which cost more than copying the tap's mr values).
@@ -166,11 +159,9 @@ static void tap_next(const Win *w, Tap *t) {
     t->i = 0, t->dy = 0, t->coff += w->sc;
 }
 
-// Pixel r of the product as (n, oh, ow0): a run starts there.
-typedef struct { int64_t n, oh, ow0; } Pixel;
-
-static Pixel pixel_of(const Win *w, int64_t r) {
-    return (Pixel){r / (w->oh * w->ow), r / w->ow % w->oh, r % w->ow};
+WinPixel win_pixel(const Win *w, int64_t r) {
+    int64_t row = r / w->ow, n = row / w->oh;
+    return (WinPixel){n, row - n * w->oh, r - row * w->ow};
 }
 
 // The pixels from r on, each one's offset into the image (its window's first
@@ -179,7 +170,7 @@ static Pixel pixel_of(const Win *w, int64_t r) {
 typedef struct { int64_t at, ow, r; } PixelWalk;
 
 static inline PixelWalk walk_from(const Win *w, int64_t r) {
-    Pixel px = pixel_of(w, r);
+    WinPixel px = win_pixel(w, r);
     return (PixelWalk){px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw * w->sw, px.ow0, r};
 }
 
@@ -200,7 +191,7 @@ static inline void copy_floats(float *d, const float *s, int64_t n) {
 // Tap t at the len pixels (n, oh, ow0 ... ow0+len-1) of one output row into
 // d[0], d[1], ...: image row y, columns x0 + i*stride (win_setup has padded
 // the image, so every window is inside it).
-static inline void tap_run(const Win *w, Tap t, Pixel px, int64_t len, float *d) {
+static inline void tap_run(const Win *w, Tap t, WinPixel px, int64_t len, float *d) {
     int64_t y = px.oh * w->strh + t.dy, x0 = px.ow0 * w->strw + t.dx;
     const float *s = (const float *)w->x + px.n * w->sn + t.coff + y * w->sh + x0 * w->sw;
     int64_t step = w->strw * w->sw;
@@ -232,11 +223,6 @@ int win_rows_first(Win *w, const GemmKern *kn) {
     return w->rows_first;
 }
 
-int win_channels_last(Win *w, const GemmKern *kn) {
-    w->hwc = w->taps_rows && w->c > 1 && vec_kind(kn) != WIN_VEC_NONE;
-    return w->hwc;
-}
-
 // The taps adjacent in the channels-last copy from tap q on: a window row's
 // KW*C (one pixel's C channels, then the next pixel's), or C with a dilation.
 static int64_t taps_run(const Win *w, int64_t q) {
@@ -246,9 +232,22 @@ static int64_t taps_run(const Win *w, int64_t q) {
 
 // Cut into panels of the kernel's taps tails, a run of fewer than half of mr
 // rows would have few multiply-adds for its loads.
-int win_taps_in_place(Win *w, const GemmKern *kn) {
+static int taps_in_place_pays(const Win *w, const GemmKern *kn) {
     int64_t run = taps_run(w, 0), panels = (run + kn->mr - 1) / kn->mr;
-    w->taps_in_place = w->hwc && kn->taps && kn->taps_tail && run / panels * 2 >= kn->mr;
+    return kn->taps && kn->taps_tail && run / panels * 2 >= kn->mr;
+}
+
+// One channel is laid out the same either way: channels last only to read
+// the taps in place (a window row's KW taps; with AVX2's 6 rows, not
+// AVX-512's 14), where packing them measured a quarter of the CNN's first
+// kernel gradient with AVX2.
+int win_channels_last(Win *w, const GemmKern *kn) {
+    w->hwc = w->taps_rows && vec_kind(kn) != WIN_VEC_NONE && (w->c > 1 || taps_in_place_pays(w, kn));
+    return w->hwc;
+}
+
+int win_taps_in_place(Win *w, const GemmKern *kn) {
+    w->taps_in_place = w->hwc && taps_in_place_pays(w, kn);
     return w->taps_in_place;
 }
 
@@ -307,7 +306,7 @@ static inline const float *lane_base(const float *x, int64_t off) {
         MASK_T mask[MAX_WIN_MR + 1];                                                                            \
         int nrun = 0;                                                                                           \
         for (int64_t i = 0; i < rows; nrun++) {                                                                 \
-            Pixel px = pixel_of(w, r0 + i);                                                                     \
+            WinPixel px = win_pixel(w, r0 + i);                                                                     \
             int64_t len = w->ow - px.ow0 < rows - i ? w->ow - px.ow0 : rows - i;                                \
             base[nrun] = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 - i;                                   \
             mask[nrun] = MASK(len, i);                                                                          \
@@ -361,19 +360,33 @@ DEFINE_PACKERS(avx2, AVX2, __m256, __m256i, y_mask, Y_FIRST, Y_NEXT, _mm256_stor
 #undef DEFINE_PACKERS
 #endif
 
-const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows, int tails) {
-    if (!w->toff || w->strw != 1 || rows > mr || (rows < mr && !tails)) return NULL;
-    Pixel px = pixel_of(w, r0);
-    if (px.ow0 + rows > w->ow) return NULL;
-    return (const float *)w->x + px.n * w->sn + px.oh * w->strh * w->sh + px.ow0;
+// Past a panel of rows pixels: no division (two per panel, and two more for
+// its rows by mr, were 18% of the conv1 forward product's time with AVX2,
+// where a panel is only 2 x 25 steps of the kernel).
+static void pixel_skip(const Win *w, WinPixel *px, int64_t rows) {
+    for (px->ow0 += rows; px->ow0 >= w->ow; px->ow0 -= w->ow)
+        if (++px->oh == w->oh) px->oh = 0, px->n++;
 }
 
-int64_t win_panel_rows(const Win *w, int mr, int64_t r0, int64_t left) {
-    if (!w->toff || w->strw != 1) return left < mr ? left : mr;
-    int64_t run = w->ow - r0 % w->ow;   // to the end of the image row
-    if (run > left) run = left;
-    int64_t panels = (run + mr - 1) / mr;
-    return (run + panels - 1) / panels;
+WinPanel win_pixel_panel(const Win *w, const GemmKern *kn, WinPixel *px, int64_t left) {
+    int mr = kn->mr;
+    WinPanel wp = {left < mr ? left : mr, NULL, 0, w->taps};
+    WinPixel at = *px;
+    if (w->toff && w->strw == 1 && kn->taps && kn->taps_tail) {
+        int run = (int)(w->ow - at.ow0 < left ? w->ow - at.ow0 : left);   // to the end of the image row
+        int panels = (run + mr - 1) / mr;
+        wp.rows = (run + panels - 1) / panels;
+    }
+    pixel_skip(w, px, wp.rows);
+    if (!w->toff || w->strw != 1 || !kn->taps || (wp.rows < mr && !kn->taps_tail) || at.ow0 + wp.rows > w->ow)
+        return wp;
+    wp.in_place = (const float *)w->x + at.n * w->sn + at.oh * w->strh * w->sh + at.ow0;
+    if (!w->rows_first) return wp;
+    int64_t y0 = at.oh * w->strh - w->pt0, i0 = 0, i1 = w->kh;   // the window's top row in the image
+    while (i0 < i1 && y0 + i0 * w->dh < 0) i0++;
+    while (i1 > i0 && y0 + (i1 - 1) * w->dh >= w->h0) i1--;
+    wp.lo = i0 * w->c * w->kw, wp.hi = i1 * w->c * w->kw;
+    return wp;
 }
 
 void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0, int64_t kb, float *dst) {
@@ -386,10 +399,10 @@ void win_pack_pixels(const Win *w, int mr, int64_t r0, int64_t rows, int64_t q0,
 #endif
     // The panel's rows as runs of one output row each (at most mr + 1 of them).
     int64_t at[MAX_WIN_MR + 1], len[MAX_WIN_MR + 1];
-    Pixel px[MAX_WIN_MR + 1];
+    WinPixel px[MAX_WIN_MR + 1];
     int nrun = 0;
     for (int64_t i = 0; i < rows; nrun++) {
-        px[nrun] = pixel_of(w, r0 + i);
+        px[nrun] = win_pixel(w, r0 + i);
         at[nrun] = i;
         len[nrun] = w->ow - px[nrun].ow0 < rows - i ? w->ow - px[nrun].ow0 : rows - i;
         i += len[nrun];
@@ -454,7 +467,7 @@ void win_pack_taps(const Win *w, int mr, int64_t q0, int64_t mb, int64_t p0, int
         const T *x = w->x;                                                                      \
         int64_t cols = w->taps + w->ones;                                                       \
         for (int64_t r = 0; r < w->pixels; r++) {                                              \
-            Pixel px = pixel_of(w, r);                                                          \
+            WinPixel px = win_pixel(w, r);                                                          \
             if (w->ones) dst[r * cols + w->taps] = 1;                                           \
             for (int64_t q = 0; q < w->taps; q++) {                                             \
                 Tap t = tap_of(w, q);                                                           \

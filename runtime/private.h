@@ -145,7 +145,7 @@ typedef struct {
     // Kernel rows first (win_rows_first, without taps_rows, on the in-place
     // panels' path): the depth's taps taken in (i, c, j) order, so the taps of
     // an output row that fall in the top or bottom padding are a run at either
-    // end of the depth, which its panels skip (win_depth_range); the caller's B
+    // end of the depth, which its panels skip (win_pixel_panel); the caller's B
     // rows are permuted to match (win_row_of).
     int rows_first;
     int64_t pt0, h0;                       // the padding above and rows of the image before win_setup's copy
@@ -159,24 +159,25 @@ int win_channels_last(Win *w, const GemmKern *kn);
 // Asks for kernel rows first; 1 if it pays (some windows reach into the top or
 // bottom padding) and the kernel kn reads such panels in place (then set).
 int win_rows_first(Win *w, const GemmKern *kn);
-// The depth [*lo, *hi) (taps, rows first) of pixel r's windows that is not in the
-// top or bottom padding: the other products of its row of the window matrix
-// are zeros.
-void win_depth_range(const Win *w, int64_t r, int64_t *lo, int64_t *hi);
 // Tap q (in (i, j, c) order, channels last; or (i, c, j), rows first) as its
 // (c, i, j) index: C's row, or B's.
 int64_t win_row_of(const Win *w, int64_t q);
 #define MAX_WIN_MR 16   // the largest micro-kernel mr (gemm_kern.c)
-// A panel of rows pixels from row r0 (mr of them, or fewer when the kernel has
-// tails) that lies in one image row of the padded image: its first pixel's
-// address, each tap's values x[toff[q]] then contiguous (the kernel's taps entry
-// reads it in place); NULL if it must be packed.
-const float *win_panel_in_place(const Win *w, int mr, int64_t r0, int64_t rows, int tails);
-// The pixels of the panel from row r0, with left rows left in the block: where
-// panels can be read in place, the image row's rest cut into equal panels of
-// at most mr (a 14-pixel row: 5 + 5 + 4 for mr = 6, where 6 + 6 + 2 would pack
-// the pixels that cross into the next row), else mr.
-int64_t win_panel_rows(const Win *w, int mr, int64_t r0, int64_t left);
+// Row r of a pixels' window matrix as its image, output row and column.
+typedef struct { int64_t n, oh, ow0; } WinPixel;
+WinPixel win_pixel(const Win *w, int64_t r);
+// The panel of pixels from *px, with left rows left in the block, for the
+// kernel kn: its rows (where the kernel reads panels in place, the image row's
+// rest cut into equal panels of at most mr: a 14-pixel row is 5 + 5 + 4 for
+// mr = 6, where 6 + 6 + 2 would pack the pixels that cross into the next row;
+// else mr); if its pixels lie in one row of the padded image, its first
+// pixel's address (each tap's values x[toff[q]] on are then contiguous, and
+// the kernel's taps entry reads them in place), else NULL (packed); and, rows
+// first, the depth [lo, hi) of its windows that is not in the top or bottom
+// padding (the other products of its rows of the window matrix are zeros).
+// The panel starts at *px, which moves past it.
+typedef struct { int64_t rows; const float *in_place; int64_t lo, hi; } WinPanel;
+WinPanel win_pixel_panel(const Win *w, const GemmKern *kn, WinPixel *px, int64_t left);
 void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows);
 // The scratch floats win_setup needs: a zero-padded copy of the image (if the
 // windows reach past it) and each tap's offset into an image.
