@@ -992,8 +992,8 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         // The weights' gradient: the taps channels last (win_channels_last:
         // over more than one channel, or one whose taps are read in place), so
         // packing reads a run of channels per pixel instead of a few runs of KW
-        // taps; the rows come out in that
-        // order, into a buffer, and go to the caller's C by win_row_of.
+        // taps; the rows come out in that order, into a buffer, and go to the
+        // caller's C by win_row_of.
         float *rows = taps_rows && win_channels_last(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->m * g->n)) : NULL;
         w.hwc = rows != NULL;
         if (rows) {

@@ -360,9 +360,9 @@ DEFINE_PACKERS(avx2, AVX2, __m256, __m256i, y_mask, Y_FIRST, Y_NEXT, _mm256_stor
 #undef DEFINE_PACKERS
 #endif
 
-// Past a panel of rows pixels: no division (two per panel, and two more for
-// its rows by mr, were 18% of the conv1 forward product's time with AVX2,
-// where a panel is only 2 x 25 steps of the kernel).
+// Past a panel of rows pixels without dividing the pixel's index: the panel's
+// three questions asked apart divided it seven times per panel, 18% of the
+// conv1 forward product's time with AVX2 (a panel is only 2 x 25 kernel steps).
 static void pixel_skip(const Win *w, WinPixel *px, int64_t rows) {
     for (px->ow0 += rows; px->ow0 >= w->ow; px->ow0 -= w->ow)
         if (++px->oh == w->oh) px->oh = 0, px->n++;
@@ -372,14 +372,14 @@ WinPanel win_pixel_panel(const Win *w, const GemmKern *kn, WinPixel *px, int64_t
     int mr = kn->mr;
     WinPanel wp = {left < mr ? left : mr, NULL, 0, w->taps};
     WinPixel at = *px;
-    if (w->toff && w->strw == 1 && kn->taps && kn->taps_tail) {
+    int readable = w->toff && w->strw == 1 && kn->taps;   // panels the kernel could read in place
+    if (readable && kn->taps_tail) {
         int run = (int)(w->ow - at.ow0 < left ? w->ow - at.ow0 : left);   // to the end of the image row
         int panels = (run + mr - 1) / mr;
         wp.rows = (run + panels - 1) / panels;
     }
     pixel_skip(w, px, wp.rows);
-    if (!w->toff || w->strw != 1 || !kn->taps || (wp.rows < mr && !kn->taps_tail) || at.ow0 + wp.rows > w->ow)
-        return wp;
+    if (!readable || (wp.rows < mr && !kn->taps_tail) || at.ow0 + wp.rows > w->ow) return wp;
     wp.in_place = (const float *)w->x + at.n * w->sn + at.oh * w->strh * w->sh + at.ow0;
     if (!w->rows_first) return wp;
     int64_t y0 = at.oh * w->strh - w->pt0, i0 = 0, i1 = w->kh;   // the window's top row in the image
