@@ -278,6 +278,7 @@ typedef struct {
     const float *a;
     int64_t ak, ai;        // a(i, p) at a[p*ak + i*ai]: ai == 1 (fn) or ak == 1 (rows)
     const int64_t *off;    // or, if not NULL, at a[off[p] + i] (taps: windows in place)
+    const float *const *rowp;   // or, with off, at rowp[i][off[p]] (the kernel's pixels entry)
 } Panel;
 
 static inline void put(float *x, float v, int acc) { *x = acc ? *x + v : v; }
@@ -292,11 +293,13 @@ static void micro(const GemmKern *kn, int64_t kb, const Panel *panel, const floa
                   int64_t cs, int64_t mv, int64_t nv, int acc) {
     _Alignas(64) float t[MAX_MR * MAX_NR];
     Panel ap = *panel;
-    int tail = mv < kn->mr && (ap.off ? kn->taps_tail != NULL : ap.ai == 1 && kn->tail != NULL);
+    int tail = mv < kn->mr && !ap.rowp && (ap.off ? kn->taps_tail != NULL : ap.ai == 1 && kn->tail != NULL);
     int direct = nv == kn->nr && cs == 1 && (mv == kn->mr || tail);
     float *dst = direct ? c : t;
     int64_t ld = direct ? rs : kn->nr;
-    if (tail && ap.off)
+    if (ap.rowp)
+        kn->pixels(kb, ap.rowp, ap.off, pb, ldb, dst, ld, direct && acc);
+    else if (tail && ap.off)
         kn->taps_tail[mv](kb, ap.a, ap.off, pb, ldb, dst, ld, direct && acc);
     else if (tail)
         kn->tail[mv](kb, ap.a, ap.ak, pb, ldb, dst, ld, direct && acc);
@@ -338,7 +341,8 @@ static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0,
 // is read: that panel meets the whole B block while it is in L1. A panel of mr
 // pixels of one image row needs no packing at all: each tap's mr values are
 // adjacent in the (padded) image, and the kernel's taps entry reads them there
-// (the same values in the same order: the same bits). Nor does a panel of the
+// (the same values in the same order: the same bits); with a pixels entry, any
+// mr pixels, each at its own pointer (rowp, from win_pixel_panel). Nor does a panel of the
 // transpose's taps (the weights' gradient, win_taps_in_place): a run of one
 // window row's taps, adjacent in the channels-last copy, read at each pixel's
 // offset; only the row of ones is packed.
@@ -375,6 +379,7 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
     else if (g->win && g->win->taps_rows) win_pack_taps(g->win, kn->mr, ci, mb, pk, kb, pa);
     else if (!win_rows && mb > whole) pack_a(kn->mr, mb - whole, kb, a + whole * g->a_rs, g->a_rs, g->a_cs, pa);
     WinPixel px = win_rows ? win_pixel(g->win, ci) : (WinPixel){0, 0, 0};   // panel ir's first pixel
+    const float *rowp[MAX_MR];   // an in-place panel's pixels, for the kernel's pixels entry
     for (int64_t ir = 0, mv; ir < mb; ir += mv) {
         const float *in_place = NULL;
         mv = min64(kn->mr, mb - ir);
@@ -385,7 +390,7 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
         }
         int64_t skip = 0, kv = kb;   // the panel's depth [skip, skip + kv) of the block: the rest reads padding
         if (win_rows) {
-            WinPanel wp = win_pixel_panel(g->win, kn, &px, mb - ir);
+            WinPanel wp = win_pixel_panel(g->win, kn, &px, mb - ir, rowp);
             mv = wp.rows, in_place = wp.in_place;
             if (!in_place) win_pack_pixels(g->win, kn->mr, ci + ir, mv, pk, kb, pa);
             else if (g->win->rows_first) {
@@ -397,7 +402,9 @@ static void block(const Gemm *g, float *pa, BPanels bp, const float *a, float *c
         Panel ap = {pa, kn->mr, 1, NULL};   // packed (a window's one panel, or the block's panel ir)
         if (ir < whole) ap = (Panel){a + ir * g->a_rs, g->a_cs, g->a_rs, NULL};
         else if (!win_rows && !taps_in_place) ap.a = pa + (ir - whole) * kb;
-        if (in_place) ap = (Panel){in_place, 0, 1, taps_in_place ? pix_off : g->win->toff + pk + skip};
+        if (in_place)
+            ap = (Panel){in_place, 0, 1, taps_in_place ? pix_off : g->win->toff + pk + skip,
+                         win_rows && kn->pixels ? rowp : NULL};
         for (int64_t jr = 0; jr < nb && (kv || !acc); jr += kn->nr) {
             if (mv == 1 && kn->row_panels && ccs == 1 && ap.ai == 1 && !ap.off && jr + ROW_PANELS * kn->nr <= bp.whole) {
                 kn->row_panels(kb, ap.a, ap.ak, bp.direct + jr, bp.ld, c + ir * crs + jr, acc);
@@ -1000,6 +1007,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
             win_taps_in_place(&w, g->kern);
             t.c = rows, t.c_rs = t.e_rs = g->n, t.c_cs = t.e_cs = 1, t.beta = 0, t.epi = NULL;
         }
+        if (!taps_rows) win_phases(&w, g->kern);
         // Kernel rows first: B's rows (taps) in the same order as the window's.
         float *b_rows = !taps_rows && win_rows_first(&w, g->kern) ? rt_alloc(sizeof(float) * (size_t)(g->k * g->n)) : NULL;
         w.rows_first = b_rows != NULL;
@@ -1026,7 +1034,7 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
         rt_free(rows);
         rt_free(b_rows);
         if (done) return;
-        w.hwc = w.rows_first = w.taps_in_place = 0;
+        w.hwc = w.rows_first = w.taps_in_place = 0, w.phases = 1;
     }
     size_t esize = g->f64 ? sizeof(double) : sizeof(float);
     void *cols = rt_alloc(esize * (size_t)(w.pixels * (w.taps + w.ones)));

@@ -114,6 +114,11 @@ typedef struct {
     // into ROW_PANELS * nr contiguous values of C: tail[1]'s sums, each still in k
     // order, with ROW_PANELS times its independent chains (NULL: none).
     void (*row_panels)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int acc);
+    // The same as taps with A's row i at rowp[i] + off[p], for all mr rows: a
+    // window matrix's panel of any mr pixels (across image rows, any stride),
+    // each row at its own pixel's window in the image (NULL: none).
+    void (*pixels)(int64_t k, const float *const *rowp, const int64_t *off, const float *b, int64_t ldb, float *c,
+                   int64_t ldc, int acc);
 } GemmKern;
 #define ROW_PANELS 4
 // The kernel for a kiln kind on this CPU; NULL if the CPU lacks it.
@@ -153,12 +158,19 @@ typedef struct {
     // panels are runs of one pixel's channels, read from the padded copy by the
     // kernel's taps entry at each pixel's offset (win_pixel_offsets), not packed.
     int taps_in_place;
+    // Phases (win_phases, without taps_rows): the stride along the rows, by
+    // which the padded copy's rows are de-interleaved; after win_setup the copy
+    // reads as stride 1 (strw 1), a tap's column offset at phase_col (gemm_win.c).
+    int64_t phases;
 } Win;
 // Asks for channels last; 1 if the kernel kn has vector packers for it (then set).
 int win_channels_last(Win *w, const GemmKern *kn);
 // Asks for kernel rows first; 1 if it pays (some windows reach into the top or
 // bottom padding) and the kernel kn reads such panels in place (then set).
 int win_rows_first(Win *w, const GemmKern *kn);
+// Asks for the padded copy's columns de-interleaved by the stride (before
+// win_rows_first); 1 if the kernel kn then reads the panels in place (then set).
+int win_phases(Win *w, const GemmKern *kn);
 // Tap q (in (i, j, c) order, channels last; or (i, c, j), rows first) as its
 // (c, i, j) index: C's row, or B's.
 int64_t win_row_of(const Win *w, int64_t q);
@@ -168,16 +180,18 @@ typedef struct { int64_t n, oh, ow0; } WinPixel;
 WinPixel win_pixel(const Win *w, int64_t r);
 // The panel of pixels from *px, with left rows left in the block, for the
 // kernel kn: its rows (where the kernel reads panels in place, the image row's
-// rest cut into equal panels of at most mr: a 14-pixel row is 5 + 5 + 4 for
-// mr = 6, where 6 + 6 + 2 would pack the pixels that cross into the next row;
+// rest cut into equal panels of at most mr: a 32-pixel row is 11 + 11 + 10 for
+// mr = 14, where 14 + 14 + 4 would pack the pixels that cross into the next row;
 // else mr); if its pixels lie in one row of the padded image, its first
 // pixel's address (each tap's values x[toff[q]] on are then contiguous, and
 // the kernel's taps entry reads them in place), else NULL (packed); and, rows
 // first, the depth [lo, hi) of its windows that is not in the top or bottom
 // padding (the other products of its rows of the window matrix are zeros).
-// The panel starts at *px, which moves past it.
+// With the kernel's pixels entry a panel is any mr pixels (fewer only at the
+// block's end), always in place: rowp[i] is pixel i's window (all mr set),
+// and [lo, hi) the union of its rows'. The panel starts at *px, which moves past it.
 typedef struct { int64_t rows; const float *in_place; int64_t lo, hi; } WinPanel;
-WinPanel win_pixel_panel(const Win *w, const GemmKern *kn, WinPixel *px, int64_t left);
+WinPanel win_pixel_panel(const Win *w, const GemmKern *kn, WinPixel *px, int64_t left, const float **rowp);
 void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows);
 // The scratch floats win_setup needs: a zero-padded copy of the image (if the
 // windows reach past it) and each tap's offset into an image.

@@ -1396,6 +1396,10 @@ static void test_gemm_windows(void) {
         {2, 9, 9, 11, 3, 3, 1, 2, 2, 2, 2, 2, 1, 2, 20, 1, 1},  // channels last, dilated columns: taps adjacent per pixel only
         {3, 3, 12, 12, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 33, 1, 1}, // channels last, CIFAR's 3 channels, stride 2
         {32, 4, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 48, 1, 1}, // 6272 pixels into 48 columns: the kernel gradient's shorter KC
+        {2, 3, 11, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 9, 1},     // stride 2, no padding, odd sizes: a copy for phases
+        {2, 4, 12, 17, 3, 5, 3, 3, 1, 2, 1, 2, 1, 2, 7, 1},     // stride 3, dilated columns, uneven phases
+        {3, 16, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 32, 1},   // stride 2 over 7-pixel output rows
+        {2, 5, 9, 21, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 6, 1, 1},   // channels last, stride 2 along the rows only
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
