@@ -238,12 +238,16 @@ static int vec_kind(const GemmKern *kn) {
 }
 
 // Skipping the padding's taps needs the in-place panels (a vector kernel with
-// taps tails, stride 1 along the rows) and windows that reach past the top or
-// bottom; KH 1 has nothing to skip. The CNN's 5x5 "same" layers on 14x14
+// taps tails or a pixels entry) and windows that reach past the top or
+// bottom; KH 1 has nothing to skip. Not with a stride along the rows (read in
+// place too): its layers keep the caller's (c, i, j) order, the order of the
+// materialized matrix's sums (test_train trains both ways, bit for bit), for
+// a skip that is small there (a 3x3 stride-2 layer: a third of the first
+// output row's taps). The CNN's 5x5 "same" layers on 14x14
 // images: 8.6% of the products' depth, forward and the input's gradient.
 int win_rows_first(Win *w, const GemmKern *kn) {
-    w->rows_first = !w->taps_rows && w->kh > 1 && (w->pt > 0 || w->pb > 0) && vec_kind(kn) != WIN_VEC_NONE &&
-                    (kn->pixels || ((w->strw == 1 || w->phases > 1) && kn->taps && kn->taps_tail));
+    w->rows_first = !w->taps_rows && w->kh > 1 && w->strw == 1 && (w->pt > 0 || w->pb > 0) &&
+                    vec_kind(kn) != WIN_VEC_NONE && (kn->pixels || (kn->taps && kn->taps_tail));
     return w->rows_first;
 }
 
