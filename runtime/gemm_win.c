@@ -255,7 +255,9 @@ int win_rows_first(Win *w, const GemmKern *kn) {
 // (each row's even columns, then its odd ones, for stride 2). A tap's values
 // at neighbouring output pixels are then adjacent, as with stride 1, and the
 // kernels read the panels in place instead of packing them (a 3x3 stride-2
-// layer, 32 channels of 32x32 into 32, with AVX-512: 43 GFLOP/s packed).
+// layer, 32 channels of 32x32 into 32, with AVX-512: 43 GFLOP/s packed). Not
+// for a kernel with a pixels entry (AVX2's), which reads strided pixels where
+// they are: with the copy in phases it measured 13-45% slower there.
 int win_phases(Win *w, const GemmKern *kn) {
     w->phases = !w->taps_rows && w->strw > 1 && !kn->pixels && vec_kind(kn) != WIN_VEC_NONE && kn->taps &&
                 kn->taps_tail ? w->strw : 1;
