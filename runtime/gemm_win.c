@@ -193,9 +193,14 @@ WinPixel win_pixel(const Win *w, int64_t r) {
 // an output row.
 typedef struct { int64_t at, ow, r; } PixelWalk;
 
+// Pixel px's offset into the image: its window's first tap.
+static inline int64_t pixel_at(const Win *w, WinPixel px) {
+    return px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw * w->sw;
+}
+
 static inline PixelWalk walk_from(const Win *w, int64_t r) {
     WinPixel px = win_pixel(w, r);
-    return (PixelWalk){px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 * w->strw * w->sw, px.ow0, r};
+    return (PixelWalk){pixel_at(w, px), px.ow0, r};
 }
 
 static inline void walk_next(const Win *w, PixelWalk *pw) {
@@ -350,7 +355,7 @@ static inline const float *lane_base(const float *x, int64_t off) {
         for (int64_t i = 0; i < rows; nrun++) {                                                                 \
             WinPixel px = win_pixel(w, r0 + i);                                                                     \
             int64_t len = w->ow - px.ow0 < rows - i ? w->ow - px.ow0 : rows - i;                                \
-            base[nrun] = px.n * w->sn + px.oh * w->strh * w->sh + px.ow0 - i;                                   \
+            base[nrun] = pixel_at(w, px) - i; /* stride 1 along the row */                                      \
             mask[nrun] = MASK(len, i);                                                                          \
             i += len;                                                                                           \
         }                                                                                                       \
@@ -426,7 +431,7 @@ static void inside_rows(const Win *w, int64_t oh, int64_t *i0, int64_t *i1) {
 static WinPanel pixels_panel(const Win *w, int mr, WinPixel *px, int64_t rows, const float **rowp) {
     WinPanel wp = {rows, NULL, w->taps, 0};
     for (int64_t i = 0; i < rows; i++, pixel_skip(w, px, 1)) {
-        rowp[i] = (const float *)w->x + px->n * w->sn + px->oh * w->strh * w->sh + px->ow0 * w->strw * w->sw;
+        rowp[i] = (const float *)w->x + pixel_at(w, *px);
         if (i && px->ow0) continue;   // the same output row as the pixel before
         int64_t i0 = 0, i1 = w->kh;
         if (w->rows_first) inside_rows(w, px->oh, &i0, &i1);
@@ -451,7 +456,7 @@ WinPanel win_pixel_panel(const Win *w, const GemmKern *kn, WinPixel *px, int64_t
     }
     pixel_skip(w, px, wp.rows);
     if (!readable || (wp.rows < mr && !kn->taps_tail) || at.ow0 + wp.rows > w->ow) return wp;
-    wp.in_place = (const float *)w->x + at.n * w->sn + at.oh * w->strh * w->sh + at.ow0;
+    wp.in_place = (const float *)w->x + pixel_at(w, at);
     if (!w->rows_first) return wp;
     int64_t i0, i1;
     inside_rows(w, at.oh, &i0, &i1);

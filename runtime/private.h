@@ -159,7 +159,7 @@ typedef struct {
     // kernel's taps entry at each pixel's offset (win_pixel_offsets), not packed.
     int taps_in_place;
     // Phases (win_phases, without taps_rows): the stride along the rows, by
-    // which the padded copy's rows are de-interleaved; after win_setup the copy
+    // which the padded copy's columns are de-interleaved; after win_setup the copy
     // reads as stride 1 (strw 1), a tap's column offset at phase_col (gemm_win.c).
     int64_t phases;
 } Win;
