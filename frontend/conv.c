@@ -205,15 +205,18 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   double n = (double)s->n, p = n * s->oh * s->ow, kk = (double)s->kh * s->kw, k = s->c * kk, q = n * s->h * s->w;
   double cols = rt_gemm_f32_cols();
   double fwd_in = rows_inside(s->oh, s->h, s->kh, s->dh, s->sh, s->pt, s->sw, cols);
-  double back_in = rows_inside(s->h, s->oh, s->kh, s->dh, 1, (s->kh - 1) * s->dh - s->pt, 1, cols);
+  double back_in = s->sh * s->sw > 1 ? 1 : rows_inside(s->h, s->oh, s->kh, s->dh, 1, (s->kh - 1) * s->dh - s->pt, 1, cols);
   // im2col: GEMMs of O x C*KK x P for the forward pass and the weights'
   // gradient, each packing the window matrix from the image; the input's
   // gradient a transposed convolution (passes/convgrad.c: C x O*KK x Q,
   // packing dY's windows), or else a third GEMM whose window-matrix gradient
   // is written and read back by col2im.
   t[CONV_IM2COL] = (1 + fwd_in) * gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / PACK_BYTES;
-  if (kernel_by_col2im(s) && s->c >= CONVGRAD_MIN_CHANNELS)
-    t[CONV_IM2COL] += back_in * gemm_s(s->c, s->o * kk, q, cols) + q * s->o * kk * 4 / PACK_BYTES;
+  int64_t win[9] = {s->kh, s->kw, s->sh, s->sw, s->pt, s->pl, s->dh, s->dw, 0};
+  double share = convgrad_share(win, s->h, s->w, s->oh, s->ow);
+  if (share > 0 && s->c >= CONVGRAD_MIN_CHANNELS)   // with a stride, its phases summed: one more pass over dx
+    t[CONV_IM2COL] += share * (back_in * gemm_s(s->c, s->o * kk, q, cols) + q * s->o * kk * 4 / PACK_BYTES) +
+                      (s->sh * s->sw > 1) * 2 * q * s->c * 4 / MOVE_BYTES;
   else
     t[CONV_IM2COL] += gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / MOVE_BYTES;
   // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its

@@ -11,46 +11,106 @@
 // so it becomes an im2col of dY times the flipped kernel, one product whose
 // windows the GEMM packs from dY (implicit im2col), and no col2im: 17 against
 // 30 ms of the CNN's training step at one thread.
+//
+// With stride s, pixel h = q*s + r takes only the taps i with
+// i*dh = r + pt (mod s), and reads dY at q + (r + pt - i*dh)/s: for each
+// phase r (one per residue of h and of w) a stride-1 convolution of dY with
+// those taps of the kernel, its result placed at every s-th pixel (a PAD with
+// a step), the phases summed (each pixel gets one nonzero term, so the sum is
+// exact). Same products, no window matrix and no col2im.
 #include "passes.h"
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+// Phase r of one axis: image positions r, r+s, ... (q of them), taps
+// last, last-step, ... (count of them). Walked that way they read dY as a
+// stride-1 window of dilation dil, padded `pad` before and `pad_end` after.
+typedef struct { int64_t q, last, count, step, dil, pad, pad_end; } Phase;
+
+// 1: the phase has pixels and taps; 0: it has none (its pixels get no term);
+// -1: dY would need negative padding (the forward padding exceeds the window).
+static int axis_phase(int64_t r, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out, int64_t in, Phase *ph) {
+  int64_t first = -1;
+  for (int64_t i = 0; i < k && first < 0; i++)
+    if ((r + p - i * d) % s == 0) first = i;
+  ph->q = r < in ? (in - r + s - 1) / s : 0;
+  if (first < 0 || !ph->q) return 0;
+  ph->step = s / gcd(d, s);   // i*d mod s repeats with this period
+  ph->count = (k - 1 - first) / ph->step + 1;
+  ph->last = first + (ph->count - 1) * ph->step;
+  ph->dil = d * ph->step / s;
+  ph->pad = -(r + p - ph->last * d) / s;
+  ph->pad_end = ph->q - out - ph->pad + (ph->count - 1) * ph->dil;
+  return ph->pad >= 0 && ph->pad_end >= 0 ? 1 : -1;
+}
+
+double convgrad_share(const int64_t *win, int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  Phase a, b;
+  int64_t pairs = 0;
+  for (int64_t rh = 0; rh < win[2]; rh++)
+    for (int64_t rw = 0; rw < win[3]; rw++) {
+      int fa = axis_phase(rh, win[0], win[2], win[4], win[6], oh, h, &a);
+      int fb = axis_phase(rw, win[1], win[3], win[5], win[7], ow, w, &b);
+      if (fa < 0 || fb < 0) return -1;
+      if (fa && fb) pairs += a.q * b.q * a.count * b.count;
+    }
+  return pairs ? (double)pairs / (double)(h * w * win[0] * win[1]) : -1;
+}
+
+// Phase (a, b)'s share of dx, as [N, H, W, C]: dY's windows times its taps of
+// the kernel k4 [O, C, KH, KW], flipped, placed at every stride-th pixel.
+static Node *phase_product(IrCtx *c, Node *dy, Node *k4, const Phase *a, const Phase *b, int64_t rh, int64_t rw,
+                           const int64_t *win, Dim n, int64_t h, int64_t w) {
+  int64_t ch = k4->shape[1].k, o = k4->shape[0].k;
+  int64_t win2[9] = {a->count, b->count, 1, 1, a->pad, b->pad, a->dil, b->dil, 0}, pad_end[2] = {a->pad_end, b->pad_end};
+  int64_t start[4] = {0, 0, a->last, b->last}, count[4] = {-1, -1, a->count, b->count}, back[4] = {1, 1, -a->step, -b->step};
+  int taps_c[4] = {0, 2, 3, 1};
+  Dim rows = n, k2[2] = {dim_c(o * a->count * b->count), dim_c(ch)};
+  rows.k *= a->q * b->q;
+  Dim w2[2] = {rows, k2[0]}, part[4] = {n, dim_c(a->q), dim_c(b->q), dim_c(ch)}, whole[4] = {n, dim_c(h), dim_c(w), dim_c(ch)};
+  int64_t at[4] = {0, rh, rw, 0}, every[4] = {1, win[2], win[3], 1};
+  Node *k = ir_slice(c, k4, start, count, back);
+  if (k) k = ir_transpose(c, k, taps_c);
+  if (k) k = ir_reshape(c, k, 2, k2);
+  Node *y = k ? ir_im2col(c, dy, win2, pad_end) : NULL;
+  if (y) y = ir_reshape(c, y, 2, w2);
+  if (y) y = ir_matmul(c, y, k);
+  if (y) y = ir_reshape(c, y, 4, part);
+  return y ? ir_pad(c, y, whole, at, every) : NULL;
+}
 
 static Node *transposed_conv(IrCtx *c, Node *n, void *ud) {
   (void)ud;
   if (n->op != OP_COL2IM) return NULL;
   const int64_t *win = n->a.i;
   Node *cols = n->src[0];
-  if (win[2] != 1 || win[3] != 1 || cols->op != OP_RESHAPE || cols->src[0]->op != OP_MATMUL) return NULL;
+  if (cols->op != OP_RESHAPE || cols->src[0]->op != OP_MATMUL) return NULL;
   Node *mm = cols->src[0];
   Node *a = mm->src[0], *b = mm->src[1];
   if (mm->ndim != 2 || a->ndim != 2 || b->ndim != 2 || !ir_is_float(mm->dtype)) return NULL;
-  int64_t kh = win[0], kw = win[1], pt = win[4], pl = win[5], dh = win[6], dw = win[7];
+  int64_t kh = win[0], kw = win[1];
   int64_t ch = cols->shape[3].k, oh = cols->shape[1].k, ow = cols->shape[2].k, h = n->shape[2].k, w = n->shape[3].k;
   Dim o = a->shape[1];
   if (o.sym || !dim_is(mm->shape[1], ch * kh * kw) || ch < CONVGRAD_MIN_CHANNELS) return NULL;
-  // dY's windows: padding (KH-1)*dh - pt before, what gives back H after.
-  int64_t pad[2] = {(kh - 1) * dh - pt, (kw - 1) * dw - pl}, pad_end[2] = {h - oh + pt, w - ow + pl};
-  if (pad[0] < 0 || pad[1] < 0 || pad_end[0] < 0 || pad_end[1] < 0) return NULL;
-  // dY [N*OH*OW, O] as the image [N, O, OH, OW] and its windows.
-  Dim n4[4] = {cols->shape[0], cols->shape[1], cols->shape[2], o};
-  int to_nchw[4] = {0, 3, 1, 2}, taps_c[4] = {0, 2, 3, 1};
-  int64_t win2[9] = {kh, kw, 1, 1, pad[0], pad[1], dh, dw, 0};
-  Node *t = ir_reshape(c, a, 4, n4);
-  if (t) t = ir_transpose(c, t, to_nchw);
-  Node *wins = t ? ir_im2col(c, t, win2, pad_end) : NULL;
-  // The kernel [O, C*KH*KW] as [O*KH*KW, C], its taps reversed.
-  Dim k4[4] = {o, dim_c(ch), dim_c(kh), dim_c(kw)}, k2[2] = {dim_c(o.k * kh * kw), dim_c(ch)};
-  int64_t start[4] = {0, 0, kh - 1, kw - 1}, count[4] = {-1, -1, kh, kw}, back[4] = {1, 1, -1, -1};
-  Node *k = ir_reshape(c, b, 4, k4);
-  if (k) k = ir_slice(c, k, start, count, back);
-  if (k) k = ir_transpose(c, k, taps_c);
-  if (k) k = ir_reshape(c, k, 2, k2);
-  if (!wins || !k) return NULL;
-  Dim rows = cols->shape[0];
-  rows.k *= h * w;
-  Dim w2[2] = {rows, dim_c(o.k * kh * kw)}, nhwc[4] = {cols->shape[0], dim_c(h), dim_c(w), dim_c(ch)};
-  Node *y = ir_reshape(c, wins, 2, w2);
-  if (y) y = ir_matmul(c, y, k);
-  if (y) y = ir_reshape(c, y, 4, nhwc);
-  return y ? ir_transpose(c, y, to_nchw) : NULL;
+  if (convgrad_share(win, h, w, oh, ow) < 0) return NULL;
+  // dY [N*OH*OW, O] as the image [N, O, OH, OW]; the kernel [O, C*KH*KW] as [O, C, KH, KW].
+  Dim n4[4] = {cols->shape[0], cols->shape[1], cols->shape[2], o}, k4[4] = {o, dim_c(ch), dim_c(kh), dim_c(kw)};
+  int to_nchw[4] = {0, 3, 1, 2};
+  Node *dy = ir_reshape(c, a, 4, n4);
+  if (dy) dy = ir_transpose(c, dy, to_nchw);
+  Node *k = ir_reshape(c, b, 4, k4), *sum = NULL;
+  if (!dy || !k) return NULL;
+  for (int64_t rh = 0; rh < win[2]; rh++)
+    for (int64_t rw = 0; rw < win[3]; rw++) {
+      Phase pa, pb;
+      if (axis_phase(rh, kh, win[2], win[4], win[6], oh, h, &pa) <= 0 || axis_phase(rw, kw, win[3], win[5], win[7], ow, w, &pb) <= 0)
+        continue;
+      Node *y = phase_product(c, dy, k, &pa, &pb, rh, rw, win, cols->shape[0], h, w);
+      if (!y) return NULL;
+      sum = sum ? ir_binary(c, OP_ADD, sum, y) : y;
+      if (!sum) return NULL;
+    }
+  return ir_transpose(c, sum, to_nchw);
 }
 
 IrGraph *pass_convgrad(IrCtx *c, IrGraph *g) { return pass_rewrite(c, g, transposed_conv, NULL); }

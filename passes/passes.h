@@ -30,6 +30,10 @@ IrGraph *pass_convgrad(IrCtx *c, IrGraph *g);   // an im2col conv's input gradie
 // Fewer input channels than this leave convgrad's product too narrow (its
 // columns are the channels) to beat the col2im it saves: left alone.
 #define CONVGRAD_MIN_CHANNELS 16
+// For a window win ({kh, kw, sh, sw, pt, pl, dh, dw, fill}) of an h x w image
+// giving oh x ow: convgrad's products as a share of h*w*kh*kw taps per image (1
+// with stride 1, about 1/(sh*sw) with a stride); -1 where it leaves col2im.
+double convgrad_share(const int64_t *win, int64_t h, int64_t w, int64_t oh, int64_t ow);
 IrGraph *pass_simplify(IrCtx *c, IrGraph *g);   // algebraic identities
 IrGraph *pass_stability(IrCtx *c, IrGraph *g);  // numerically stable forms
 IrGraph *pass_dce(IrCtx *c, IrGraph *g);        // dead code: what the outputs do not reach

@@ -992,6 +992,12 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
     unit_axes(g->k, g->n, &g->b_rs, &g->b_cs);
     unit_axes(g->m, g->n, &g->c_rs, &g->c_cs);
     g->e_rs = g->c_rs, g->e_cs = g->c_cs;
+    int64_t px;
+    if (win_is_matrix(&w, &px)) {   // [pixels, C] or its transpose, read where it is
+        g->a_rs = taps_rows ? w.sc : px, g->a_cs = taps_rows ? px : w.sc;
+        gemm(rt, g, 1);
+        return;
+    }
     int kind = rt_gemm_kind(rt);
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind)) && g->kern->mr <= MAX_WIN_MR) {
         Gemm t = *g;

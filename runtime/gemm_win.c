@@ -51,9 +51,13 @@ void win_init(Win *w, const void *x, const int64_t *geom, int taps_rows) {
 
 // With padding, the packers would test every run against the image's edges:
 // a zero-padded copy (the CNN's 3.2 MB image: 5.3 MB, about a millisecond to
-// write) makes each run a plain copy.
+// write) makes each run a plain copy. An image whose columns are not adjacent
+// (channels last: a conv's input after another conv) is copied even with no
+// padding, so that its panels are read in place, not packed a value at a time
+// (a "valid" 3x3 layer, 64 channels of 14x14 into 64, batch 128: 77 -> 151
+// GFLOP/s with AVX-512, 57 -> 97 with AVX2).
 static int64_t padded_floats(const Win *w) {
-    if (w->inside && !w->hwc && w->phases == 1) return 0;
+    if (w->inside && !w->hwc && w->phases == 1 && (w->sw == 1 || w->taps_rows)) return 0;
     return w->n * w->c * (w->pt + w->h + w->pb) * (w->pl + w->w + w->pr);
 }
 
@@ -250,6 +254,13 @@ static int vec_kind(const GemmKern *kn) {
 // a skip that is small there (a 3x3 stride-2 layer: a third of the first
 // output row's taps). The CNN's 5x5 "same" layers on 14x14
 // images: 8.6% of the products' depth, forward and the input's gradient.
+int win_is_matrix(const Win *w, int64_t *pixel_stride) {
+    int one_tap = w->kh == 1 && w->kw == 1 && w->strh == 1 && w->strw == 1 && w->inside && !w->ones;
+    if (!one_tap || w->sh != w->w * w->sw || (w->n > 1 && w->sn != w->h * w->sh)) return 0;
+    *pixel_stride = w->sw;
+    return 1;
+}
+
 int win_rows_first(Win *w, const GemmKern *kn) {
     w->rows_first = !w->taps_rows && w->kh > 1 && w->strw == 1 && (w->pt > 0 || w->pb > 0) &&
                     vec_kind(kn) != WIN_VEC_NONE && (kn->pixels || (kn->taps && kn->taps_tail));

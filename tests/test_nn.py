@@ -321,7 +321,14 @@ WIDE_CONV_CASES = [
     ((2, 16, 8, 7), (4, 16, 3, 3), 1, "same", 1),
     ((1, 16, 9, 8), (3, 16, 3, 2), 1, (2, 1), (1, 2)),
     ((2, 20, 7, 7), (5, 20, 5, 5), 1, 0, 1),
-    ((1, 16, 9, 9), (3, 16, 3, 3), 2, 1, 1),   # stride 2: col2im stays
+    # with a stride, one transposed convolution per phase of the image's pixels
+    ((1, 16, 9, 9), (3, 16, 3, 3), 2, 1, 1),
+    ((2, 16, 8, 8), (4, 16, 3, 3), 2, "same", 1),        # the extra padding at the end
+    ((1, 16, 9, 10), (3, 16, 5, 4), (2, 3), (2, 1), 1),  # unequal strides
+    ((1, 16, 9, 9), (2, 16, 3, 3), 2, 2, 2),             # dilation 2: odd pixels get no tap
+    ((2, 16, 7, 7), (5, 16, 1, 1), 2, 0, 1),             # 1x1: three of four phases empty
+    ((1, 16, 14, 14), (3, 16, 7, 7), 2, 3, 1),           # a 7x7 stem
+    ((1, 16, 8, 8), (2, 16, 2, 2), 3, 1, 1),             # dY would need negative padding: col2im stays
 ]
 
 
@@ -390,6 +397,14 @@ def gradients(S, rng):
         for argnum in (0, 1):
             T.op("grad conv2d %d d%s" % (i, "xw"[argnum]), expr, lambda a, b, out=out: out,
                  [(x, "f64"), (w, "f64")], argnum=argnum)
+    # the strided transposed convolutions (passes/convgrad.c) in f64
+    for i, (xs, ws, st, pad, dil) in enumerate(WIDE_CONV_CASES):
+        if st == 1:
+            continue
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        out = conv_ref(x, w, st, pad, dil)
+        T.op("grad conv2d wide %d dx" % i, "conv2d(a, b%s)" % opt_str(st, pad, dil, "im2col"),
+             lambda a, b, out=out: out, [(x, "f64"), (w, "f64")], argnum=0)
     # each lowering's backward pass, on every case
     for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES):
         x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))

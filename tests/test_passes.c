@@ -535,9 +535,24 @@ static IrGraph *convgrad_dilated(IrCtx *c) {   // 3x2 dilated 1x2, padding 2 top
   Dim six[6] = {dim_c(1), dim_c(6), dim_c(5), dim_c(16), dim_c(3), dim_c(2)};
   return g1(c, ir_col2im(c, ir_reshape(c, mm, 6, six), win, 6, 5));
 }
-static IrGraph *convgrad_kept(IrCtx *c) {   // stride 2, or 4 channels: left as they are
-  int64_t s2[9] = {3, 3, 2, 2, 1, 1, 1, 1, 0}, s1[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0};
-  IrGraph *a = col2im_of_product(c, "dy", "w", 1, 16, 5, 5, 2, s2), *b = col2im_of_product(c, "dy2", "w2", 1, 4, 5, 5, 2, s1);
+// Stride 2, 3x3, padding 1 on a 5x5 image: four phases (3 or 2 pixels a side,
+// 1 or 2 taps a side), summed.
+static IrGraph *convgrad_strided(IrCtx *c) {
+  int64_t win[9] = {3, 3, 2, 2, 1, 1, 1, 1, 0};
+  return col2im_of_product(c, "dy", "w", 2, 16, 5, 5, 3, win);
+}
+// Strides 3 and 2, a 2x3 kernel dilated 1x2, padding 0 and 2 on a 7x8 image:
+// rows 2 and 5 and the odd columns get no tap (zeros), and the columns' taps
+// i*2 = r + 2 (mod 2) are all three kernel columns (dilation 1 in dY).
+static IrGraph *convgrad_strided_gaps(IrCtx *c) {
+  int64_t win[9] = {2, 3, 3, 2, 0, 2, 1, 2, 0};
+  return col2im_of_product(c, "dy", "w", 1, 16, 7, 8, 2, win);
+}
+// Left as they are: 4 channels; padding 1 with a 2-row kernel at stride 3
+// (row phase 2 would read dY from one row after its start: negative padding).
+static IrGraph *convgrad_kept(IrCtx *c) {
+  int64_t s3[9] = {2, 2, 3, 3, 1, 1, 1, 1, 0}, s1[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0};
+  IrGraph *a = col2im_of_product(c, "dy", "w", 1, 16, 8, 8, 2, s3), *b = col2im_of_product(c, "dy2", "w2", 1, 4, 5, 5, 2, s1);
   Node *outs[2] = {a->outs[0], b->outs[0]};
   return graph(c, outs, 2);
 }
@@ -841,6 +856,8 @@ static const Case cases[] = {
     {"dce_unused_input", "simplify,dce", dce_unused_input},
     {"convgrad_same", "convgrad,simplify", convgrad_same},
     {"convgrad_dilated", "convgrad,simplify", convgrad_dilated},
+    {"convgrad_strided", "convgrad,simplify", convgrad_strided},
+    {"convgrad_strided_gaps", "convgrad,simplify", convgrad_strided_gaps},
     {"convgrad_kept", "convgrad", convgrad_kept},
     {"biasgrad_conv", "biasgrad", biasgrad_conv},
     {"biasgrad_nchw", "biasgrad", biasgrad_nchw},

@@ -1400,6 +1400,10 @@ static void test_gemm_windows(void) {
         {2, 4, 12, 17, 3, 5, 3, 3, 1, 2, 1, 2, 1, 2, 7, 1},     // stride 3, dilated columns, uneven phases
         {3, 16, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 32, 1},   // stride 2 over 7-pixel output rows
         {2, 5, 9, 21, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 6, 1, 1},   // channels last, stride 2 along the rows only
+        {3, 16, 9, 9, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 24, 1, 1},  // channels last, no padding: the copy read in place
+        {3, 24, 7, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 20, 1, 1},   // 1x1, channels last: the image is the matrix
+        {1, 6, 5, 7, 1, 1, 1, 1, 0, 0, 0, 0, 2, 3, 9, 1},        // 1x1 (dilated), one planar image: the matrix too
+        {2, 6, 5, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 9, 1},        // 1x1, two planar images: not one matrix
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
