@@ -246,6 +246,13 @@ static int vec_kind(const GemmKern *kn) {
     return WIN_VEC_NONE;
 }
 
+int win_is_matrix(const Win *w, int64_t *pixel_stride) {
+    int one_tap = w->kh == 1 && w->kw == 1 && w->strh == 1 && w->strw == 1 && w->inside && !w->ones;
+    if (!one_tap || w->sh != w->w * w->sw || (w->n > 1 && w->sn != w->h * w->sh)) return 0;
+    *pixel_stride = w->sw;
+    return 1;
+}
+
 // Skipping the padding's taps needs the in-place panels (a vector kernel with
 // taps tails or a pixels entry) and windows that reach past the top or
 // bottom; KH 1 has nothing to skip. Not with a stride along the rows (read in
@@ -254,13 +261,6 @@ static int vec_kind(const GemmKern *kn) {
 // a skip that is small there (a 3x3 stride-2 layer: a third of the first
 // output row's taps). The CNN's 5x5 "same" layers on 14x14
 // images: 8.6% of the products' depth, forward and the input's gradient.
-int win_is_matrix(const Win *w, int64_t *pixel_stride) {
-    int one_tap = w->kh == 1 && w->kw == 1 && w->strh == 1 && w->strw == 1 && w->inside && !w->ones;
-    if (!one_tap || w->sh != w->w * w->sw || (w->n > 1 && w->sn != w->h * w->sh)) return 0;
-    *pixel_stride = w->sw;
-    return 1;
-}
-
 int win_rows_first(Win *w, const GemmKern *kn) {
     w->rows_first = !w->taps_rows && w->kh > 1 && w->strw == 1 && (w->pt > 0 || w->pb > 0) &&
                     vec_kind(kn) != WIN_VEC_NONE && (kn->pixels || (kn->taps && kn->taps_tail));

@@ -165,12 +165,12 @@ typedef struct {
 } Win;
 // Asks for channels last; 1 if the kernel kn has vector packers for it (then set).
 int win_channels_last(Win *w, const GemmKern *kn);
-// Asks for kernel rows first; 1 if it pays (some windows reach into the top or
-// bottom padding) and the kernel kn reads such panels in place (then set).
 // A 1x1 window at stride 1 with no padding over pixels evenly spaced (a
 // channels-last image, or one planar image): the window matrix is the image
 // itself, pixel p's channels at p * pixel_stride (a 1x1 layer: a plain GEMM).
 int win_is_matrix(const Win *w, int64_t *pixel_stride);
+// Asks for kernel rows first; 1 if it pays (some windows reach into the top or
+// bottom padding) and the kernel kn reads such panels in place (then set).
 int win_rows_first(Win *w, const GemmKern *kn);
 // Asks for the padded copy's columns de-interleaved by the stride (before
 // win_rows_first); 1 if the kernel kn then reads the panels in place (then set).
