@@ -17,18 +17,22 @@
 // phase r (one per residue of h and of w) a stride-1 convolution of dY with
 // those taps of the kernel, its result placed at every s-th pixel (a PAD with
 // a step), the phases summed (each pixel gets one nonzero term, so the sum is
-// exact). Same products, no window matrix and no col2im.
+// exact). Same products, no window matrix and no col2im. Where the forward
+// padding exceeds the window (a 2x2 kernel at stride 3, padding 1), a phase's
+// taps begin or end past dY's edge: its windows would need negative padding,
+// so they read dY cropped instead.
 #include "passes.h"
 
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
 // Phase r of one axis: image positions r, r+s, ... (q of them), taps
-// last, last-step, ... (count of them). Walked that way they read dY as a
-// stride-1 window of dilation dil, padded `pad` before and `pad_end` after.
-typedef struct { int64_t q, last, count, step, dil, pad, pad_end; } Phase;
+// last, last-step, ... (count of them). Walked that way they read dY, less
+// `crop` values at its start and `crop_end` at its end, as a stride-1 window
+// of dilation dil, padded `pad` before and `pad_end` after.
+typedef struct { int64_t q, last, count, step, dil, pad, pad_end, crop, crop_end; } Phase;
 
-// 1: the phase has pixels and taps; 0: it has none (its pixels get no term);
-// -1: dY would need negative padding (the forward padding exceeds the window).
+// 1: the phase has pixels and taps that read dY; 0: it has none (its pixels
+// get no term).
 static int axis_phase(int64_t r, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out, int64_t in, Phase *ph) {
   int64_t first = -1;
   for (int64_t i = 0; i < k && first < 0; i++)
@@ -41,7 +45,9 @@ static int axis_phase(int64_t r, int64_t k, int64_t s, int64_t p, int64_t d, int
   ph->dil = d * ph->step / s;
   ph->pad = -(r + p - ph->last * d) / s;
   ph->pad_end = ph->q - out - ph->pad + (ph->count - 1) * ph->dil;
-  return ph->pad >= 0 && ph->pad_end >= 0 ? 1 : -1;
+  ph->crop = ph->pad < 0 ? -ph->pad : 0, ph->crop_end = ph->pad_end < 0 ? -ph->pad_end : 0;
+  ph->pad += ph->crop, ph->pad_end += ph->crop_end;
+  return out - ph->crop - ph->crop_end > 0;   // else every window reads padding only
 }
 
 double convgrad_share(const int64_t *win, int64_t h, int64_t w, int64_t oh, int64_t ow) {
@@ -49,10 +55,8 @@ double convgrad_share(const int64_t *win, int64_t h, int64_t w, int64_t oh, int6
   int64_t pairs = 0;
   for (int64_t rh = 0; rh < win[2]; rh++)
     for (int64_t rw = 0; rw < win[3]; rw++) {
-      int fa = axis_phase(rh, win[0], win[2], win[4], win[6], oh, h, &a);
-      int fb = axis_phase(rw, win[1], win[3], win[5], win[7], ow, w, &b);
-      if (fa < 0 || fb < 0) return -1;
-      if (fa && fb) pairs += a.q * b.q * a.count * b.count;
+      if (axis_phase(rh, win[0], win[2], win[4], win[6], oh, h, &a) && axis_phase(rw, win[1], win[3], win[5], win[7], ow, w, &b))
+        pairs += a.q * b.q * a.count * b.count;
     }
   return pairs ? (double)pairs / (double)(h * w * win[0] * win[1]) : -1;
 }
@@ -72,7 +76,13 @@ static Node *phase_product(IrCtx *c, Node *dy, Node *k4, const Phase *a, const P
   Node *k = ir_slice(c, k4, start, count, back);
   if (k) k = ir_transpose(c, k, taps_c);
   if (k) k = ir_reshape(c, k, 2, k2);
-  Node *y = k ? ir_im2col(c, dy, win2, pad_end) : NULL;
+  Node *y = k ? dy : NULL;
+  if (y && (a->crop || a->crop_end || b->crop || b->crop_end)) {
+    int64_t oh = dy->shape[2].k, ow = dy->shape[3].k, at[4] = {0, 0, a->crop, b->crop}, one[4] = {1, 1, 1, 1};
+    int64_t keep[4] = {-1, -1, oh - a->crop - a->crop_end, ow - b->crop - b->crop_end};
+    y = ir_slice(c, y, at, keep, one);
+  }
+  if (y) y = ir_im2col(c, y, win2, pad_end);
   if (y) y = ir_reshape(c, y, 2, w2);
   if (y) y = ir_matmul(c, y, k);
   if (y) y = ir_reshape(c, y, 4, part);
@@ -92,7 +102,6 @@ static Node *transposed_conv(IrCtx *c, Node *n, void *ud) {
   int64_t ch = cols->shape[3].k, oh = cols->shape[1].k, ow = cols->shape[2].k, h = n->shape[2].k, w = n->shape[3].k;
   Dim o = a->shape[1];
   if (o.sym || !dim_is(mm->shape[1], ch * kh * kw) || ch < CONVGRAD_MIN_CHANNELS) return NULL;
-  if (convgrad_share(win, h, w, oh, ow) < 0) return NULL;
   // dY [N*OH*OW, O] as the image [N, O, OH, OW]; the kernel [O, C*KH*KW] as [O, C, KH, KW].
   Dim n4[4] = {cols->shape[0], cols->shape[1], cols->shape[2], o}, k4[4] = {o, dim_c(ch), dim_c(kh), dim_c(kw)};
   int to_nchw[4] = {0, 3, 1, 2};
@@ -103,14 +112,14 @@ static Node *transposed_conv(IrCtx *c, Node *n, void *ud) {
   for (int64_t rh = 0; rh < win[2]; rh++)
     for (int64_t rw = 0; rw < win[3]; rw++) {
       Phase pa, pb;
-      if (axis_phase(rh, kh, win[2], win[4], win[6], oh, h, &pa) <= 0 || axis_phase(rw, kw, win[3], win[5], win[7], ow, w, &pb) <= 0)
+      if (!axis_phase(rh, kh, win[2], win[4], win[6], oh, h, &pa) || !axis_phase(rw, kw, win[3], win[5], win[7], ow, w, &pb))
         continue;
       Node *y = phase_product(c, dy, k, &pa, &pb, rh, rw, win, cols->shape[0], h, w);
       if (!y) return NULL;
       sum = sum ? ir_binary(c, OP_ADD, sum, y) : y;
       if (!sum) return NULL;
     }
-  return ir_transpose(c, sum, to_nchw);
+  return sum ? ir_transpose(c, sum, to_nchw) : NULL;   // no window reads the image: col2im's zeros
 }
 
 IrGraph *pass_convgrad(IrCtx *c, IrGraph *g) { return pass_rewrite(c, g, transposed_conv, NULL); }

@@ -32,7 +32,8 @@ IrGraph *pass_convgrad(IrCtx *c, IrGraph *g);   // an im2col conv's input gradie
 #define CONVGRAD_MIN_CHANNELS 16
 // For a window win ({kh, kw, sh, sw, pt, pl, dh, dw, fill}) of an h x w image
 // giving oh x ow: convgrad's products as a share of h*w*kh*kw taps per image (1
-// with stride 1, about 1/(sh*sw) with a stride); -1 where it leaves col2im.
+// with stride 1, about 1/(sh*sw) with a stride); -1 where it leaves col2im
+// (no window reads a pixel of the image).
 double convgrad_share(const int64_t *win, int64_t h, int64_t w, int64_t oh, int64_t ow);
 IrGraph *pass_simplify(IrCtx *c, IrGraph *g);   // algebraic identities
 IrGraph *pass_stability(IrCtx *c, IrGraph *g);  // numerically stable forms

@@ -255,11 +255,15 @@ static void pack_a(int mr, int64_t mb, int64_t kb, const float *a, int64_t rs, i
 // packer (gemm_kern.c); the rest written in order.
 static void pack_b(const GemmKern *kn, int64_t kb, int64_t nb, const float *b, int64_t rs, int64_t cs, float *dst) {
     int nr = kn->nr;
+    int64_t whole = nb / nr * nr;
+    if (whole && kn->pack_b && kn->pack_b(kb, whole / nr, b, rs, cs, dst)) {
+        if (whole == nb) return;
+        b += whole * cs, dst += whole * kb, nb -= whole;
+    }
     for (int64_t jr = 0; jr < nb; jr += nr) {
         int64_t cols = min64(nr, nb - jr);
         const float *s = b + jr * cs;
         float *d = dst + jr * kb;
-        if (cols == nr && kn->pack_b && kn->pack_b(kb, s, rs, cs, d)) continue;
         if (cols < nr)
             memset(d, 0, sizeof(float) * nr * kb);
         if (cs == 1 && cols == nr)   // row-major B: a panel row is contiguous

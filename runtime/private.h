@@ -106,10 +106,11 @@ typedef struct {
     // only those rows of C (NULL: none).
     const GemmTail *tail;
     const GemmTapsTail *taps_tail;
-    // Packs one whole B panel, b(p, j) at b[p*rs + j*cs] for p < k, j < nr, into
-    // dst[p*nr + j] with this instruction set's moves when B is row-major (cs == 1)
-    // or column-major (rs == 1); 0 (nothing written) otherwise. NULL: none.
-    int (*pack_b)(int64_t k, const float *b, int64_t rs, int64_t cs, float *dst);
+    // Packs np whole B panels, b(p, j) at b[p*rs + j*cs] for p < k, j < np*nr, panel
+    // r into dst[r*nr*k + p*nr + j % nr], with this instruction set's moves when B
+    // is row-major (cs == 1, walked along its rows) or column-major (rs == 1,
+    // along its columns); 0 (nothing written) otherwise. NULL: none.
+    int (*pack_b)(int64_t k, int64_t np, const float *b, int64_t rs, int64_t cs, float *dst);
     // One row of A (a[p*ak]) against ROW_PANELS whole panels of a B read in place,
     // into ROW_PANELS * nr contiguous values of C: tail[1]'s sums, each still in k
     // order, with ROW_PANELS times its independent chains (NULL: none).

@@ -328,7 +328,8 @@ WIDE_CONV_CASES = [
     ((1, 16, 9, 9), (2, 16, 3, 3), 2, 2, 2),             # dilation 2: odd pixels get no tap
     ((2, 16, 7, 7), (5, 16, 1, 1), 2, 0, 1),             # 1x1: three of four phases empty
     ((1, 16, 14, 14), (3, 16, 7, 7), 2, 3, 1),           # a 7x7 stem
-    ((1, 16, 8, 8), (2, 16, 2, 2), 3, 1, 1),             # dY would need negative padding: col2im stays
+    ((1, 16, 8, 8), (2, 16, 2, 2), 3, 1, 1),             # padding larger than the window: dY cropped
+    ((2, 16, 4, 4), (3, 16, 3, 3), 2, 3, 1),             # cropped at both ends
 ]
 
 

@@ -548,13 +548,20 @@ static IrGraph *convgrad_strided_gaps(IrCtx *c) {
   int64_t win[9] = {2, 3, 3, 2, 0, 2, 1, 2, 0};
   return col2im_of_product(c, "dy", "w", 1, 16, 7, 8, 2, win);
 }
-// Left as they are: 4 channels; padding 1 with a 2-row kernel at stride 3
-// (row phase 2 would read dY from one row after its start: negative padding).
-static IrGraph *convgrad_kept(IrCtx *c) {
-  int64_t s3[9] = {2, 2, 3, 3, 1, 1, 1, 1, 0}, s1[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0};
-  IrGraph *a = col2im_of_product(c, "dy", "w", 1, 16, 8, 8, 2, s3), *b = col2im_of_product(c, "dy2", "w2", 1, 4, 5, 5, 2, s1);
+// Padding larger than the window. A 2x2 kernel at stride 3, padding 1: phase
+// 2 (rows and columns) reads dY from its second row on, and phase 1 gets no
+// tap. A 3x3 kernel at stride 2, padding 3, on a 4x4 image: phase 0's one tap
+// reads dY less its first and last rows (and columns).
+static IrGraph *convgrad_cropped(IrCtx *c) {
+  int64_t s3[9] = {2, 2, 3, 3, 1, 1, 1, 1, 0}, s2[9] = {3, 3, 2, 2, 3, 3, 1, 1, 0};
+  IrGraph *a = col2im_of_product(c, "dy", "w", 1, 16, 8, 8, 2, s3), *b = col2im_of_product(c, "dy2", "w2", 2, 16, 4, 4, 2, s2);
   Node *outs[2] = {a->outs[0], b->outs[0]};
   return graph(c, outs, 2);
+}
+// Left as it is: 4 channels, too few for the transposed convolution's product.
+static IrGraph *convgrad_kept(IrCtx *c) {
+  int64_t s1[9] = {3, 3, 1, 1, 1, 1, 1, 1, 0};
+  return col2im_of_product(c, "dy2", "w2", 1, 4, 5, 5, 2, s1);
 }
 // biasgrad: a conv's weight gradient windows^T @ dY (3x3 windows, padding 1, of
 // an [N, C, H, W] image x: [C*9, N*H*W]) and its bias's gradient, dY summed over
@@ -858,6 +865,7 @@ static const Case cases[] = {
     {"convgrad_dilated", "convgrad,simplify", convgrad_dilated},
     {"convgrad_strided", "convgrad,simplify", convgrad_strided},
     {"convgrad_strided_gaps", "convgrad,simplify", convgrad_strided_gaps},
+    {"convgrad_cropped", "convgrad,simplify", convgrad_cropped},
     {"convgrad_kept", "convgrad", convgrad_kept},
     {"biasgrad_conv", "biasgrad", biasgrad_conv},
     {"biasgrad_nchw", "biasgrad", biasgrad_nchw},
