@@ -130,10 +130,18 @@ static void decide(Fuse *f, Node **order, int count) {
     // Recomputing a shared value in every reader costs more than a buffer.
     if (k == K_EW && f->users[n->id] > 1) materialize(s, n);
     if (n->op == OP_RNG && f->users[n->id] > 1) materialize(s, n);
+    // A value read broadcast is computed once per copy unless it has a buffer:
+    // an elementwise chain under reshapes, random numbers under transposes too
+    // (a Box-Muller draw costs tens of ns; the direct lowering's kernel
+    // gradient reads dY transposed, once per tap: 23 -> 2.9 ms for a 3x3
+    // layer's against normal() at batch 32). Cheap arithmetic read through a
+    // transpose stays inline: max pooling's gradient over its tie count,
+    // broadcast over the 2x2 window, would otherwise be a buffer of its own.
     if (n->op == OP_BROADCAST && expands(n)) {
       Node *m = n->src[0];
-      while (m->op == OP_RESHAPE) m = m->src[0];
-      if (ir_ops[m->op].kind == K_EW || m->op == OP_RNG) materialize(s, m);
+      int moved = 0;
+      while (m->op == OP_RESHAPE || m->op == OP_TRANSPOSE) moved |= m->op == OP_TRANSPOSE, m = m->src[0];
+      if ((ir_ops[m->op].kind == K_EW && !moved) || m->op == OP_RNG) materialize(s, m);
     }
     if (k == K_MATMUL) {
       // Implicit im2col: the GEMM packs the windows from the image, which

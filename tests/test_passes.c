@@ -1053,6 +1053,27 @@ static void test_fuse_inline_reduce(void) {
   ir_ctx_free(c);
 }
 
+// Random numbers read broadcast get a buffer, not a draw per copy, also under
+// a transpose and a reshape (the direct lowering's kernel gradient reads dY
+// transposed, once per tap); an elementwise chain read so stays inline.
+static void test_fuse_broadcast_source(void) {
+  IrCtx *c = ir_ctx_new();
+  Dim s2[2] = {dim_c(4), dim_c(6)}, s3[3] = {dim_c(6), dim_c(4), dim_c(1)}, s9[3] = {dim_c(6), dim_c(4), dim_c(9)};
+  int perm[2] = {1, 0};
+  Node *w = input(c, "w", DT_F32, "6,4,9");
+  Node *srcs[2] = {ir_rng(c, DT_F32, 2, s2, 1, 1), ir_unary(c, OP_EXP, input(c, "x", DT_F32, "4,6"))};
+  const char *what[2] = {"random numbers read transposed and broadcast get a buffer",
+                         "an elementwise chain read transposed and broadcast stays inline"};
+  for (int i = 0; i < 2; i++) {
+    Node *b = ir_broadcast(c, ir_reshape(c, ir_transpose(c, srcs[i], perm), 3, s3), 3, s9);
+    Node *out = ir_reduce(c, OP_SUM, ir_binary(c, OP_MUL, b, w), 7u, 0);
+    Schedule *s = pass_fuse(c, graph(c, &out, 1), NULL);
+    check((sched_buf(s, srcs[i]) >= 0) == (i == 0), "fuse: %s", what[i]);
+    sched_free(s);
+  }
+  ir_ctx_free(c);
+}
+
 // Max pooling's gradient, optimized and scheduled as the pipeline does: the
 // forward max, the upstream gradient over the tie count (computed inline, a
 // 2x2 window per pooled value: fuse.c's small reductions), and one kernel
@@ -1658,6 +1679,7 @@ int main(int argc, char **argv) {
   run_lower_case("lower_matmul_noblis", lower_small, 0, argv[1], update);
   run_pool_grad_case(argv[1], update);
   test_fuse_inline_reduce();
+  test_fuse_broadcast_source();
   // MLP: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's product;
   // the updates of w1 and w2 on their gradients' products.
   run_epilogue_case("epilogue_sgd", epi_mlp, 4, 4, argv[1], update);
