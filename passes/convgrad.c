@@ -76,12 +76,10 @@ static Node *phase_product(IrCtx *c, Node *dy, Node *k4, const Phase *a, const P
   Node *k = ir_slice(c, k4, start, count, back);
   if (k) k = ir_transpose(c, k, taps_c);
   if (k) k = ir_reshape(c, k, 2, k2);
-  Node *y = k ? dy : NULL;
-  if (y && (a->crop || a->crop_end || b->crop || b->crop_end)) {
-    int64_t oh = dy->shape[2].k, ow = dy->shape[3].k, at[4] = {0, 0, a->crop, b->crop}, one[4] = {1, 1, 1, 1};
-    int64_t keep[4] = {-1, -1, oh - a->crop - a->crop_end, ow - b->crop - b->crop_end};
-    y = ir_slice(c, y, at, keep, one);
-  }
+  // dY less the phase's crops (ir_slice gives dY itself where there are none)
+  int64_t from[4] = {0, 0, a->crop, b->crop}, one[4] = {1, 1, 1, 1};
+  int64_t keep[4] = {-1, -1, dy->shape[2].k - a->crop - a->crop_end, dy->shape[3].k - b->crop - b->crop_end};
+  Node *y = k ? ir_slice(c, dy, from, keep, one) : NULL;
   if (y) y = ir_im2col(c, y, win2, pad_end);
   if (y) y = ir_reshape(c, y, 2, w2);
   if (y) y = ir_matmul(c, y, k);

@@ -55,6 +55,8 @@ static void rows_c(int64_t k, const float *a, int64_t lda, const float *b, int64
 // at most one panel of rows, a batch of a few) gives a line or two of a row
 // thousands of floats long per k, a new stretch of memory each time, which
 // the prefetchers do not follow: the kernels prefetch the row B_AHEAD on.
+// (A B of two whole panels read in place, a kernel gradient's, is prefetched
+// too, along its contiguous rows: harmless.)
 // Alone (64 MiB swept between calls, one thread), 8x512x784 with AVX-512
 // 0.34 -> 0.17 ms (BLIS 0.19), 4x1024x3136 1.85 -> 1.18 ms (BLIS 0.84); with
 // AVX2 4x1024x3136 2.17 -> 1.62 ms (BLIS 0.85), 6x512x784 0.44 -> 0.27 ms

@@ -9,9 +9,9 @@
 //   test_conv_sweep [GOLDEN_DIR] [COUNT [SEED]]   (GOLDEN_DIR is ignored)
 #include "kiln.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static int passed, failed;
 
