@@ -25,7 +25,8 @@ static int env_off(const char *name) {
 }
 
 LowerOpts pipe_lower_opts(void) {
-  return (LowerOpts){.gemm = 1, .epilogue = !env_off("KILN_FUSE_EPILOGUE"), .windows = !env_off("KILN_IMPLICIT_IM2COL")};
+  return (LowerOpts){.gemm = 1, .epilogue = !env_off("KILN_FUSE_EPILOGUE"), .windows = !env_off("KILN_IMPLICIT_IM2COL"),
+                     .winograd = !env_off("KILN_WINOGRAD")};
 }
 
 // ---- kiln ir --stats ---------------------------------------------------------------
@@ -183,6 +184,7 @@ static JitSymbol runtime_symbols[] = {
   {"rt_gemm_f64_epi", (void *)rt_gemm_f64_epi},
   {"rt_gemm_f32_win", (void *)rt_gemm_f32_win},
   {"rt_gemm_f64_win", (void *)rt_gemm_f64_win},
+  {"rt_gemm_f32_wino", (void *)rt_gemm_f32_wino},
   {"rt_profile", (void *)rt_profile},
   {"rt_cuda_launch", (void *)rt_cuda_launch},
   {"rt_cuda_workspace", (void *)rt_cuda_workspace},

@@ -51,11 +51,19 @@ typedef struct {
   int epilogue;      // pass_epilogue runs (the pipeline's choice; KILN_FUSE_EPILOGUE=0 turns it off)
   int windows;       // a conv's window matrix is packed from the image by rt_gemm_*_win, not
                      // materialized (implicit im2col; KILN_IMPLICIT_IM2COL=0 turns it off)
+  int winograd;      // such a product with a 2..5-tap kernel at stride 1 may run as Winograd's
+                     // F(m, r) in 6x6 tiles (rt_gemm_f32_wino; KILN_WINOGRAD=0 turns it off)
 } LowerOpts;
 // Fusion into kernels; o (may be NULL: none of its options) says whether a
 // product may read its windows from the image (o->gemm && o->windows).
 Schedule *pass_fuse(IrCtx *c, IrGraph *g, const LowerOpts *o);
 void pass_lower(Schedule *s, const LowerOpts *o); // lowering strategy per kernel
+// How many times fewer multiplies Winograd's F(m, r) takes than a conv's window
+// product (f32, forward, over C input and O output channels), where pass_lower
+// gives it that product (KH x KW kernel, strides, dilations, OH x OW outputs);
+// 0 where it does not (conv.c's cost model asks too).
+double winograd_gain(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
+                     int64_t c, int64_t o);
 void pass_epilogue(Schedule *s);                  // elementwise consumers of a GEMM run as its epilogue
 void pass_plan(Schedule *s);                      // liveness-based buffer reuse, in place where safe
 

@@ -521,6 +521,11 @@ static void read_caches(void) {
     if (l2 >= (128 << 10) && l2 <= (64 << 20)) l2_bytes = l2;
 }
 
+int64_t gemm_l2_bytes(void) {
+    pthread_once(&caches_once, read_caches);
+    return l2_bytes;
+}
+
 // KC: a B micro-panel (KC x NR) fills two thirds of L1 (the A micro-panel,
 // MR x KC, is half that size). NC: the B block (KC x NC) fills half of L2.
 // MC: the A block (MC x KC) fills half of L2 as well; with the inner loops

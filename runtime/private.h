@@ -127,6 +127,7 @@ const GemmKern *gemm_kern_pick(int kind);
 // The block sizes gemm.c uses with kn (rows of A, depth, columns of B per block),
 // from this machine's cache sizes.
 void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc);
+int64_t gemm_l2_bytes(void);   // this machine's L2 per core (1 MiB where unknown)
 
 // gemm_win.c: the window matrix of rt_gemm_*_win (rt.h), read from the image.
 // Rows of the matrix are pixels (n, oh, ow), columns taps (c, i, j); with

@@ -214,9 +214,10 @@ def expect_small(tol, what="error"):
 
 
 class Check:
-    def __init__(self, name, setup, exprs, verify, threads=None):
+    def __init__(self, name, setup, exprs, verify, threads=None, env=None):
         self.name, self.setup, self.exprs, self.verify = name, setup, exprs, verify
         self.threads = threads
+        self.env = tuple(sorted(env.items())) if env else ()
 
 
 class Suite:
@@ -230,6 +231,7 @@ class Suite:
         self.failed = 0
         self.failures = []
         self.threads = None   # kiln run --threads for the checks added while set
+        self.env = None       # environment variables (a dict) for the checks added while set
 
     def fresh(self, base="t"):
         """A new, unused Kiln identifier."""
@@ -248,7 +250,7 @@ class Suite:
         if isinstance(exprs, str):
             exprs = [exprs]
         self.checks.append(Check(name, list(setup), list(exprs), verify,
-                                 threads if threads is not None else self.threads))
+                                 threads if threads is not None else self.threads, self.env))
 
     # Checks run in batches; a batch is one program.
     def _program(self, checks):
@@ -282,14 +284,15 @@ class Suite:
             self.failures.append((c.name, msg))
             print("FAIL %s: %s" % (c.name, msg))
 
-    def _kiln(self, path, threads=None):
+    def _kiln(self, path, threads=None, env=()):
         args = [self.kiln, "run", path] + (["--threads", str(threads)] if threads else [])
+        environ = dict(os.environ, **dict(env)) if env else None
         if os.environ.get("KILN_TEST_DEVICE"):   # e.g. cuda, with the fake driver (tests/fakecuda)
             args += ["--device", os.environ["KILN_TEST_DEVICE"]]
         for attempt in range(10):
             try:
                 return subprocess.run(args, capture_output=True, text=True,
-                                      timeout=self.timeout)
+                                      timeout=self.timeout, env=environ)
             except OSError:   # e.g. the binary is being relinked: wait for it
                 if attempt == 9:
                     raise
@@ -309,7 +312,7 @@ class Suite:
             with open(os.path.join(keep, "program%03d.kiln" % n), "w") as f:
                 f.write(src)
         try:
-            p = self._kiln(path, checks[0].threads)
+            p = self._kiln(path, checks[0].threads, checks[0].env)
             out, err, rc = p.stdout, p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -386,10 +389,10 @@ class Suite:
         with tempfile.TemporaryDirectory(prefix="kiln_test_") as tmp:
             threads = []
             # a batch is one kiln process, so checks that ask for a thread count
-            # run in batches of their own
+            # or an environment run in batches of their own
             groups = {}
             for c in self.checks:
-                groups.setdefault(c.threads, []).append(c)
+                groups.setdefault((c.threads, c.env), []).append(c)
             for j in range(jobs):   # interleaved, so each worker gets a mix of cheap and costly checks
                 t = threading.Thread(target=self._worker,
                                      args=([g[j::jobs] for g in groups.values()], os.path.join(tmp, "batch%d.kiln" % j)))

@@ -352,6 +352,42 @@ def wide_conv_gradients(S, rng):
         S.threads = None
 
 
+# Layers whose forward product and input gradient run as Winograd's F(m, r)
+# (runtime/wino.c: 2..5-tap kernels at stride 1, 16 or more channels in and
+# out): the output and both gradients in f32 against NumPy, with and without
+# threads, and the same layers with KILN_WINOGRAD=0 (the window product). Kernels
+# 5x5 (F(2, 5)), 3x3 (F(4, 3)), 4x2 (F(3, 4) x F(5, 2)); images whose tiles
+# overhang the output; enough values that the folder leaves the layers alone.
+WINOGRAD_CASES = [
+    ((2, 16, 9, 9), (16, 16, 5, 5), "same"),
+    ((2, 17, 10, 7), (18, 17, 3, 3), "same"),
+    ((1, 24, 11, 9), (20, 24, 4, 2), 1),
+]
+
+
+def winograd_layers(S, rng):
+    for i, (xs, ws, pad) in enumerate(WINOGRAD_CASES):
+        x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
+        y = conv_ref(x, w, 1, pad, 1)
+        adj = f32(rng.standard_normal(y.shape))
+        dx, dw = conv_grad_ref(x, w, adj, 1, pad, 1)
+        opts = opt_str(1, pad, 1, "im2col")
+        xn, wn, fy, fx, fw = S.fresh("X"), S.fresh("Wt"), S.fresh("Y"), S.fresh("F"), S.fresh("G")
+        setup = ["%s = %s" % (xn, lit(x)), "%s = %s" % (wn, lit(w)), "%s(a) = conv2d(a, %s%s)" % (fy, wn, opts),
+                 "%s(a) = sum(conv2d(a, %s%s) * %s)" % (fx, wn, opts, lit(adj)),
+                 "%s(b) = sum(conv2d(%s, b%s) * %s)" % (fw, xn, opts, lit(adj))]
+        for env in (None, "0"):
+            S.env = {"KILN_WINOGRAD": env} if env else None
+            for S.threads in THREADS:
+                for what, expr, want in (("y", "%s(%s)" % (fy, xn), y), ("dx", "grad(%s)(%s)" % (fx, xn), dx),
+                                         ("dw", "grad(%s)(%s)" % (fw, wn), dw)):
+                    exprs, _ = in_pieces(expr, want)
+                    check = expect_close(want, rtol=1e-4, atol=1e-4)
+                    S.add("conv2d winograd %d %s f32 threads=%d%s" % (i, what, S.threads, " KILN_WINOGRAD=0" if env else ""),
+                          setup, exprs, lambda vals, check=check, want=want: check([np.reshape(vals, want.shape)]))
+        S.threads = S.env = None
+
+
 # A conv layer's kernel and bias gradients in one graph: the bias's is the last
 # row of the kernel's product (passes/biasgrad.c), in f32 with the packed
 # windows (1 channel; 16 and 7, channels last) and in f64 with the materialized
@@ -456,6 +492,7 @@ def build(S, rng):
     forward(S, rng)
     gradients(S, rng)
     wide_conv_gradients(S, rng)
+    winograd_layers(S, rng)
     conv_bias_gradients(S, rng)
     pooling(S, rng)
 

@@ -14,6 +14,7 @@
 #include "passes/passes.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1074,6 +1075,55 @@ static void test_fuse_broadcast_source(void) {
   ir_ctx_free(c);
 }
 
+// lower.c's Winograd choice for a conv's forward product over its windows:
+// taken for 2..5-tap kernels at stride 1 with 16 channels or more in and out
+// where it saves a third of the multiplies, with its reason; never for f64,
+// strides, dilation, 1-wide kernels, few channels, or with the option off.
+typedef struct { const char *what; int64_t c, h, o, kh, kw, stride, dil; DType t; int on, want; const char *why; } WinoPick;
+
+static void test_lower_winograd(void) {
+  static const WinoPick cases[] = {
+      {"the CNN's second layer", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(2x2, 5x5): "},
+      {"3x3 on 7x7 images (tiles overhang)", 16, 7, 16, 3, 3, 1, 1, DT_F32, 1, 1, "winograd F(4x4, 3x3): "},
+      {"a 4x2 kernel", 24, 12, 20, 4, 2, 1, 1, DT_F32, 1, 1, "winograd F(3x5, 4x2): "},
+      {"the option off", 32, 14, 64, 5, 5, 1, 1, DT_F32, 0, 0, "gemm: "},
+      {"f64", 32, 14, 64, 5, 5, 1, 1, DT_F64, 1, 0, "gemm: "},
+      {"stride 2", 32, 14, 64, 3, 3, 2, 1, DT_F32, 1, 0, "gemm: "},
+      {"dilation 2", 32, 14, 64, 3, 3, 1, 2, DT_F32, 1, 0, "gemm: "},
+      {"8 input channels", 8, 14, 64, 5, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
+      {"8 outputs", 32, 14, 8, 5, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
+      {"a 1x5 kernel", 32, 14, 64, 1, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
+      {"a 2x2 kernel on 3x3 images (too few outputs per tile)", 32, 3, 32, 2, 2, 1, 1, DT_F32, 1, 0, "gemm: "},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const WinoPick *t = &cases[i];
+    IrCtx *c = ir_ctx_new();
+    char xs[64], ws[64];
+    snprintf(xs, sizeof xs, "B,%" PRId64 ",%" PRId64 ",%" PRId64, t->c, t->h, t->h);
+    snprintf(ws, sizeof ws, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64, t->o, t->c, t->kh, t->kw);
+    Node *x = input(c, "x", t->t, xs), *w = input(c, "w", t->t, ws);
+    int64_t pt = (t->kh - 1) * t->dil / 2, pl = (t->kw - 1) * t->dil / 2;
+    int64_t win[9] = {t->kh, t->kw, t->stride, t->stride, pt, pl, t->dil, t->dil, 0}, pad_end[2] = {pt, pl};
+    Node *cols = ir_im2col(c, x, win, pad_end);
+    int64_t kk = t->c * t->kh * t->kw;
+    Dim rows = x->shape[0];
+    rows.k *= cols->shape[1].k * cols->shape[2].k;
+    Dim m2[2] = {rows, dim_c(kk)}, w2[2] = {dim_c(t->o), dim_c(kk)};
+    int tr[2] = {1, 0};
+    Node *y = ir_matmul(c, ir_reshape(c, cols, 2, m2), ir_transpose(c, ir_reshape(c, w, 2, w2), tr));
+    LowerOpts o = {.gemm = 1, .windows = 1, .winograd = t->on};
+    Schedule *s = pass_fuse(c, g1(c, y), &o);
+    pass_lower(s, &o);
+    const Kernel *K = NULL;
+    for (int k = 0; k < s->nk; k++)
+      if (s->ks[k].kind == KS_MATMUL) K = &s->ks[k];
+    check(K && K->winograd == t->want && !strncmp(K->why, t->why, strlen(t->why)), "lower: %s: %s (%s)", t->what,
+          t->want ? "winograd" : "the window product", K ? K->why : "no product");
+    sched_free(s);
+    ir_ctx_free(c);
+  }
+}
+
 // Max pooling's gradient, optimized and scheduled as the pipeline does: the
 // forward max, the upstream gradient over the tie count (computed inline, a
 // 2x2 window per pooled value: fuse.c's small reductions), and one kernel
@@ -1680,6 +1730,7 @@ int main(int argc, char **argv) {
   run_pool_grad_case(argv[1], update);
   test_fuse_inline_reduce();
   test_fuse_broadcast_source();
+  test_lower_winograd();
   // MLP: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's product;
   // the updates of w1 and w2 on their gradients' products.
   run_epilogue_case("epilogue_sgd", epi_mlp, 4, 4, argv[1], update);

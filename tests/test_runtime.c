@@ -1437,6 +1437,95 @@ static void test_gemm_windows(void) {
     gemm_env_restore(keep);
 }
 
+// rt_gemm_f32_wino (wino.c): Winograd's F(m, r) against a direct f64 sum. The
+// largest error is measured against the largest sum of an output's terms'
+// magnitudes (the scale of a float sum's rounding; a tile's rounding spreads
+// over its outputs, so an output whose window is all padding is not exactly 0);
+// the window product it replaces comes within about 1e-7 in that measure. Every kernel size 2..5 on both axes, uneven
+// padding, tiles that overhang the output, channels and outputs that are not
+// whole vectors, planar and channels-last images, beta, the epilogue.
+typedef struct { int64_t n, c, h, w, kh, kw, pt, pl, pb, pr, o; int cl; float beta; } WinoCase;
+
+static double wino_case(KRt *rt, const WinoCase *t, int epi) {
+    int64_t oh = t->h + t->pt + t->pb - t->kh + 1, ow = t->w + t->pl + t->pr - t->kw + 1;
+    int64_t sw = 1, sh = t->w + 2, sc = t->h * sh + 3, sn = t->c * sc + 1;
+    if (t->cl) sc = 1, sw = t->c + 1, sh = t->w * sw + 2, sn = t->h * sh + 5;
+    int64_t m = t->n * oh * ow, k = t->c * t->kh * t->kw, n = t->o, nx = t->n * sn;
+    int64_t geom[RT_WIN_NGEOM] = {t->n, t->c, t->h, t->w, sn, sc, sh, sw, t->kh, t->kw, 1, 1, t->pt, t->pl, 1, 1, oh, ow};
+    float *x = calloc(nx, sizeof(float)), *b = calloc(k * n, sizeof(float)), *y = calloc(m * n, sizeof(float));
+    double *old = calloc(m * n, sizeof(double));
+    int *visits = calloc(m * n, sizeof(int));
+    uint64_t seed = 11;
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)gemm_rand(&seed);
+    for (int64_t i = 0; i < k * n; i++) b[i] = (float)gemm_rand(&seed);
+    for (int64_t i = 0; i < m * n; i++) y[i] = (float)(old[i] = gemm_rand(&seed));
+    win_visits = visits;
+    // B as the weights' transpose, [C*KH*KW, O] read with strides (1, k): how a graph passes it
+    float *bt = calloc(k * n, sizeof(float));
+    for (int64_t r = 0; r < k; r++)
+        for (int64_t q = 0; q < n; q++) bt[q * k + r] = b[r * n + q];
+    rt_gemm_f32_wino(rt, m, n, k, x, geom, bt, 1, k, y, n, 1, t->beta, epi ? win_count : NULL, NULL);
+    double worst = 0, scale = 1e-30;
+    for (int64_t nn = 0; nn < t->n; nn++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++)
+                for (int64_t o = 0; o < n; o++) {
+                    int64_t r = (nn * oh + oy) * ow + ox;
+                    double sum = t->beta * old[r * n + o], mag = fabs(sum) + 1e-30;
+                    for (int64_t ch = 0; ch < t->c; ch++)
+                        for (int64_t i = 0; i < t->kh; i++)
+                            for (int64_t j = 0; j < t->kw; j++) {
+                                int64_t iy = oy - t->pt + i, ix = ox - t->pl + j;
+                                if (iy < 0 || iy >= t->h || ix < 0 || ix >= t->w) continue;
+                                double v = (double)x[nn * sn + ch * sc + iy * sh + ix * sw] * b[((ch * t->kh + i) * t->kw + j) * n + o];
+                                sum += v, mag += fabs(v);
+                            }
+                    double e = fabs(y[r * n + o] - sum);
+                    if (e > worst || e != e) worst = e != e ? INFINITY : e;
+                    if (mag > scale) scale = mag;
+                    if (epi && visits[r * n + o] != 1) worst = INFINITY;
+                }
+    free(x), free(b), free(bt), free(y), free(old), free(visits);
+    return worst / scale;
+}
+
+static void test_gemm_winograd(void) {
+    static const WinoCase cases[] = {
+        {4, 32, 14, 14, 5, 5, 2, 2, 2, 2, 64, 1, 0},    // the CNN's second layer, a smaller batch
+        {3, 64, 14, 14, 5, 5, 2, 2, 2, 2, 32, 1, 0},    // its input gradient (a transposed convolution)
+        {2, 16, 16, 16, 3, 3, 1, 1, 1, 1, 16, 0, 0},    // 3x3 "same", planar: F(4, 3)
+        {2, 19, 9, 11, 4, 4, 1, 2, 2, 1, 21, 1, 0},     // 4x4: F(3, 4), odd channels and outputs
+        {1, 24, 7, 8, 2, 2, 0, 0, 1, 1, 40, 0, 0.5f},   // 2x2: F(5, 2), beta
+        {2, 17, 10, 13, 5, 3, 2, 0, 2, 0, 33, 1, 0},    // 5x3: F(2, 5) x F(4, 3)
+        {2, 20, 6, 9, 2, 5, 0, 2, 0, 2, 18, 0, 1.0f},   // 2x5, beta 1
+        {1, 16, 5, 5, 3, 4, 3, 0, 3, 2, 17, 1, 0},      // windows wholly in the padding
+        {5, 9, 12, 12, 3, 3, 0, 0, 0, 0, 12, 1, 0},     // "valid", channels short of a vector
+        {3, 48, 8, 8, 5, 5, 2, 2, 2, 2, 16, 0, 0},      // 64 -> 16 at 8x8, as the cost model's case
+    };
+    static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis"};
+    char *keep = gemm_env_save();
+    for (size_t q = 0; q < sizeof kinds / sizeof *kinds; q++) {
+        setenv("KILN_GEMM", kinds[q], 1);
+        if (q && q < 4 && !gemm_kern_pick(rt_gemm_kind_env())) continue;   // not on this CPU
+        if (q == 4 && !rt_have_blis()) continue;
+        for (int threads = 1; threads <= 3; threads += 2) {
+            KRt *rt = rt_new(threads);
+            double worst = 0;
+            size_t at = 0;
+            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+                for (int epi = 0; epi < 2; epi++) {
+                    double e = wino_case(rt, &cases[i], epi);
+                    if (e > worst || e != e) worst = e, at = i;
+                }
+            check(worst < 1e-5, "winograd conv within 1e-5 of the largest sum of terms' magnitudes, each output once to the epilogue: "
+                  "KILN_GEMM=%s, %d thread%s, %zu cases (worst %.1e, case %zu)", kinds[q], threads, threads > 1 ? "s" : "",
+                  sizeof cases / sizeof *cases, worst, at);
+            rt_free_ctx(rt);
+        }
+    }
+    gemm_env_restore(keep);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_mem();
@@ -1452,6 +1541,7 @@ int main(int argc, char **argv) {
     test_gemm();
     test_gemm_kernels();
     test_gemm_windows();
+    test_gemm_winograd();
     test_gemm_claimed();
     test_gemm_rows_independent();
     test_philox();

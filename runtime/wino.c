@@ -1,0 +1,305 @@
+// wino.c: a convolution's forward product by Winograd's minimal filtering
+// (rt_gemm_f32_wino, rt.h).
+//
+// The window product computes each output from its KH*KW taps: KH*KW
+// multiply-adds per output, input channel and output channel. F(m, r) (Lavin
+// and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016)
+// computes m outputs of an r-tap correlation from alpha = m + r - 1 inputs
+// with alpha products, in a transformed domain; nested over both axes, a tile
+// of mh x mw outputs is
+//   Y = A_h^T [ sum_c (G_h w_oc G_w^T) .* (B^T d_c B) ] A_w
+// where d_c is the tile's alpha x alpha window of channel c. Here alpha = 6
+// on both axes, with the points 0, 1, -1, 2, -2 and infinity, for any kernel
+// of 2 to 5 taps a side: F(2, 5) takes 36 products per 4 outputs against 100
+// for a 5x5 kernel (2.8x fewer), F(4, 3) 36 per 16 against 144 for 3x3 (4x).
+//
+// For each of the 36 frequencies the sum over channels is a matrix product,
+// [tiles, C] @ [C, O], and it runs on the GEMM's own micro-kernels (their
+// rows entry: the transformed input read in place, the transformed kernel
+// packed as B panels). Unfused, the transformed input and the products are
+// 9x the image and 9x the output for F(2, 5) (the CNN's second layer would
+// write and read 29 MB and 58 MB of them per product, costing about what the
+// multiplies save); here they are made and used a block of tiles at a time,
+// sized to stay in L2 between the input transform, the 36 products and the
+// output transform, and the blocks are shared out to the pool's threads.
+//
+// Accuracy: B^T has integer entries, G and A^T powers of 1, 2 and the
+// fractions 1/4 .. 1/24; the result is not the window product's bit for bit
+// but agrees to a few f32 ulps of the sum of the terms' magnitudes
+// (test_runtime measures it against f64 for every kernel size).
+#include "private.h"
+#include "rt.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+// The runtime is built with -ffp-contract=off for philox.c; the transforms
+// here may fuse their multiply-adds.
+#pragma GCC optimize("fp-contract=fast")
+#endif
+#if defined(__GNUC__)
+// The vector helpers below are static and inlined: no call crosses the ABI.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#define WA 6          // alpha: the transformed tile's side
+#define WA2 (WA * WA) // frequencies
+
+typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float v16 __attribute__((vector_size(16 * sizeof(float))));
+// GCC builds (v8){f, f, ...} lane by lane: the constants are vectors already.
+#define VEC8(f) {f, f, f, f, f, f, f, f}
+#define VEC16(f) {f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f}
+static const v8 v_zero = VEC8(0);
+
+// One axis's transforms for an r-tap kernel: m = alpha - r + 1 outputs per tile.
+typedef struct {
+    int r, m;
+    v8 g[WA][5];       // G, alpha x r: the kernel's transform (each entry in every lane)
+} WinoAxis;
+
+static const double points[WA - 1] = {0, 1, -1, 2, -2};   // and infinity, the last row
+
+// Toom-Cook (the correlation y_i = sum_k g_k d_{i+k} is the transpose of a
+// product of polynomials): A^T[i][j] = p_j^i, G[j][k] = p_j^k / f_j with f_j =
+// prod_{l != j} (p_j - p_l), which takes B^T's rows (the coefficients of
+// prod_{l != j} (x - p_l)) to integers; infinity picks the highest power.
+static void wino_axis(WinoAxis *a, int r) {
+    a->r = r, a->m = WA - r + 1;
+    memset(a->g, 0, sizeof a->g);
+    for (int j = 0; j < WA - 1; j++) {
+        double f = 1, p = 1;
+        for (int l = 0; l < WA - 1; l++)
+            if (l != j) f *= points[j] - points[l];
+        for (int k = 0; k < r; k++, p *= points[j]) a->g[j][k] = v_zero + (float)(p / f);
+    }
+    a->g[WA - 1][r - 1] = v_zero + 1;
+}
+
+typedef struct {
+    const float *x;
+    int64_t n, c, h, w, sn, sc, sh, sw, pt, pl, oh, ow, o;
+    WinoAxis ah, aw;
+    int64_t th, tw, tiles;     // tiles down and across one image, in all
+    const float *b;
+    int64_t b_rs, b_cs;
+    float *y;
+    int64_t y_rs;
+    float beta;
+    RtGemmEpilogue epi;
+    void *epi_ctx;
+    const GemmKern *kn;
+    int64_t op, npan;          // O in whole micro-tiles (nr), and their panels
+    int64_t bt;                // tiles per block, a multiple of mr
+    float *u;                  // the transformed kernel: [36][npan][C][nr]
+    float *ws;                 // per slot: V [36][bt][C], then M [36][bt][op]
+    int64_t slot_floats;
+    _Atomic int64_t next;      // the next block to take
+    int avx2;
+} Wino;
+
+// ---- the kernel's transform: U[xi][c][o] = (G_h w_oc G_w^T)[xi] ----------------
+
+static inline __attribute__((always_inline)) void kernel_panel_body(const Wino *q, int64_t jp, int64_t c) {
+    int kh = q->ah.r, kw = q->aw.r, nr = q->kn->nr;
+    for (int o0 = 0; o0 < nr; o0 += 8) {
+        v8 g[5][5], t[WA][5];
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++) {
+                float l[8];
+                const float *p = q->b + ((c * kh + i) * kw + j) * q->b_rs;
+                for (int v = 0; v < 8; v++) {
+                    int64_t o = jp * nr + o0 + v;
+                    l[v] = o < q->o ? p[o * q->b_cs] : 0;
+                }
+                memcpy(&g[i][j], l, sizeof l);
+            }
+        for (int a = 0; a < WA; a++)
+            for (int j = 0; j < kw; j++) {
+                v8 s = v_zero;
+                for (int i = 0; i < kh; i++) s += q->ah.g[a][i] * g[i][j];
+                t[a][j] = s;
+            }
+        for (int a = 0; a < WA; a++)
+            for (int e = 0; e < WA; e++) {
+                v8 s = v_zero;
+                for (int j = 0; j < kw; j++) s += q->aw.g[e][j] * t[a][j];
+                memcpy(q->u + (((a * WA + e) * q->npan + jp) * q->c + c) * nr + o0, &s, sizeof s);
+            }
+    }
+}
+
+// ---- a block of tiles: input transform, 36 products, output transform --------
+
+static inline void tile_at(const Wino *q, int64_t t, int64_t *n, int64_t *ty, int64_t *tx) {
+    *n = t / (q->th * q->tw);
+    *ty = t / q->tw % q->th;
+    *tx = t % q->tw;
+}
+
+// The epilogue over the block's outputs: per band of tiles (one image's tile
+// row), its output rows, one call for the whole band when the block has all
+// of it (those rows are contiguous), else one per output row's segment.
+static void block_epilogue(const Wino *q, int64_t t0, int64_t nt) {
+    for (int64_t t = t0; t < t0 + nt;) {
+        int64_t n, ty, tx;
+        tile_at(q, t, &n, &ty, &tx);
+        int64_t tx1 = tx + (t0 + nt - t) < q->tw ? tx + (t0 + nt - t) : q->tw;
+        int64_t oy0 = ty * q->ah.m, oy1 = oy0 + q->ah.m < q->oh ? oy0 + q->ah.m : q->oh;
+        int64_t ox0 = tx * q->aw.m, ox1 = tx1 * q->aw.m < q->ow ? tx1 * q->aw.m : q->ow;
+        if (ox0 == 0 && ox1 == q->ow)
+            q->epi(q->epi_ctx, (n * q->oh + oy0) * q->ow * q->y_rs, q->y_rs, (oy1 - oy0) * q->ow, q->o);
+        else
+            for (int64_t oy = oy0; oy < oy1; oy++)
+                q->epi(q->epi_ctx, ((n * q->oh + oy) * q->ow + ox0) * q->y_rs, q->y_rs, ox1 - ox0, q->o);
+        t += tx1 - tx;
+    }
+}
+
+// The code per tile, 8 channels at a time and 16 (wino_tile.h).
+#define VL 8
+#define VT v8
+#define VEC VEC8
+#define T(name) name##_8
+#include "wino_tile.h"
+#undef VL
+#undef VT
+#undef VEC
+#undef T
+#define VL 16
+#define VT v16
+#define VEC VEC16
+#define T(name) name##_16
+#include "wino_tile.h"
+#undef VL
+#undef VT
+#undef VEC
+#undef T
+
+// Each compiled for its instruction set: AVX2 with 8 lanes; AVX-512 with 16
+// (its 32 vector registers also hold the transforms' 36 vectors: on the CNN's
+// second layer, 8 lanes made the transforms as long as half the products).
+#ifdef __x86_64__
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx512vl,fma")))
+AVX2 static void kernel_panel_avx2(const Wino *q, int64_t jp, int64_t c) { kernel_panel_body(q, jp, c); }
+AVX2 static void block_avx2(Wino *q, int64_t t0, float *v, float *m) { block_body_8(q, t0, v, m); }
+AVX512 static void block_avx512(Wino *q, int64_t t0, float *v, float *m) { block_body_16(q, t0, v, m); }
+#endif
+static void kernel_panel_base(const Wino *q, int64_t jp, int64_t c) { kernel_panel_body(q, jp, c); }
+static void block_base(Wino *q, int64_t t0, float *v, float *m) { block_body_8(q, t0, v, m); }
+
+static void kernel_items(void *ctx, int64_t lo, int64_t hi) {
+    const Wino *q = ctx;
+    for (int64_t it = lo; it < hi; it++) {
+#ifdef __x86_64__
+        if (q->avx2) {
+            kernel_panel_avx2(q, it / q->c, it % q->c);
+            continue;
+        }
+#endif
+        kernel_panel_base(q, it / q->c, it % q->c);
+    }
+}
+
+// Slot s takes blocks until none is left, in its own part of the workspace.
+static void run_slots(void *ctx, int64_t lo, int64_t hi) {
+    Wino *q = ctx;
+    for (int64_t s = lo; s < hi; s++) {
+        float *v = q->ws + s * q->slot_floats, *m = v + WA2 * q->bt * q->c;
+        for (;;) {
+            int64_t t0 = atomic_fetch_add(&q->next, 1) * q->bt;
+            if (t0 >= q->tiles) break;
+#ifdef __x86_64__
+            if (q->avx2) {
+                if (q->kn->vec == WIN_VEC_AVX512) block_avx512(q, t0, v, m);
+                else block_avx2(q, t0, v, m);
+                continue;
+            }
+#endif
+            block_base(q, t0, v, m);
+        }
+    }
+}
+
+// A planar image (channels apart) copied channels last, [N, H, W, C], so that
+// a tile's channels are one vector load: each pixel is read by 9 to 25 tiles
+// (alpha^2 / m^2), and gathered a value at a time, the CNN's second layer at
+// batch 128 took 61 ms to train against 45 for the window product.
+typedef struct { const Wino *q; float *dst; } ChannelsLast;
+
+static void channels_last_rows(void *ctx, int64_t lo, int64_t hi) {
+    const ChannelsLast *cl = ctx;
+    const Wino *q = cl->q;
+    for (int64_t r = lo; r < hi; r++) {   // image row r = n*H + y
+        int64_t n = r / q->h, y = r % q->h;
+        const float *src = q->x + n * q->sn + y * q->sh;
+        float *d = cl->dst + r * q->w * q->c;
+        for (int64_t c = 0; c < q->c; c++)
+            for (int64_t x = 0; x < q->w; x++) d[x * q->c + c] = src[c * q->sc + x * q->sw];
+    }
+}
+
+static int64_t up_to(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// F(m, r) here: 2 to 5 taps a side, at stride 1 and no dilation.
+static int wino_applies(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w, int64_t dil_h, int64_t dil_w) {
+    return kh >= 2 && kh <= 5 && kw >= 2 && kw <= 5 && stride_h == 1 && stride_w == 1 && dil_h == 1 && dil_w == 1;
+}
+
+void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, const float *b,
+                      int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, RtGemmEpilogue epi,
+                      void *ctx) {
+    if (m <= 0 || n <= 0) return;
+    int kind = rt_gemm_kind(rt);
+    Wino q = {.x = x, .n = geom[RT_WIN_N], .c = geom[RT_WIN_C], .h = geom[RT_WIN_H], .w = geom[RT_WIN_W],
+              .sn = geom[RT_WIN_SN], .sc = geom[RT_WIN_SC], .sh = geom[RT_WIN_SH], .sw = geom[RT_WIN_SW],
+              .pt = geom[RT_WIN_PAD_T], .pl = geom[RT_WIN_PAD_L], .oh = geom[RT_WIN_OH], .ow = geom[RT_WIN_OW],
+              .o = n, .b = b, .b_rs = b_rs, .b_cs = b_cs, .y = c, .y_rs = c_rs, .beta = beta, .epi = epi,
+              .epi_ctx = ctx};
+    q.kn = kind <= GEMM_KILN_C ? gemm_kern_pick(kind) : NULL;
+    // Anything else is the window product (the fallback is exact, only slower).
+    if (!q.kn || c_cs != 1 || q.kn->nr % 8 || m != q.n * q.oh * q.ow || k != q.c * geom[RT_WIN_KH] * geom[RT_WIN_KW] ||
+        !wino_applies(geom[RT_WIN_KH], geom[RT_WIN_KW], geom[RT_WIN_STRIDE_H], geom[RT_WIN_STRIDE_W],
+                         geom[RT_WIN_DIL_H], geom[RT_WIN_DIL_W])) {
+        rt_gemm_f32_win(rt, m, n, k, x, geom, 0, b, b_rs, b_cs, c, c_rs, c_cs, beta, epi, ctx);
+        return;
+    }
+#ifdef __x86_64__
+    q.avx2 = q.kn->vec != WIN_VEC_NONE;   // the AVX2 and AVX-512 kernels' CPUs
+#endif
+    wino_axis(&q.ah, (int)geom[RT_WIN_KH]);
+    wino_axis(&q.aw, (int)geom[RT_WIN_KW]);
+    q.th = (q.oh + q.ah.m - 1) / q.ah.m, q.tw = (q.ow + q.aw.m - 1) / q.aw.m;
+    q.tiles = q.n * q.th * q.tw;
+    int64_t mr = q.kn->mr, nr = q.kn->nr, threads = rt_threads(rt);
+    q.op = up_to(q.o, nr), q.npan = q.op / nr;
+    // A block's V and M fill half of L2; at least four blocks per thread where
+    // there are enough tiles, for the pool's threads to share evenly.
+    int64_t per_tile = WA2 * (q.c + q.op) * (int64_t)sizeof(float);
+    q.bt = gemm_l2_bytes() / 2 / per_tile / mr * mr;
+    int64_t even = up_to((q.tiles + 4 * threads - 1) / (4 * threads), mr);
+    if (q.bt > even) q.bt = even;
+    if (q.bt < mr) q.bt = mr;
+    int64_t nblocks = (q.tiles + q.bt - 1) / q.bt, nslots = threads < nblocks ? threads : nblocks;
+    q.slot_floats = up_to(WA2 * q.bt * (q.c + q.op), 16);
+    int64_t u_floats = up_to(WA2 * q.op * q.c, 16);
+    int64_t cl_floats = q.sc != 1 && q.c > 1 ? up_to(q.n * q.h * q.w * q.c, 16) : 0;
+    size_t bytes = sizeof(float) * (size_t)(u_floats + cl_floats + nslots * q.slot_floats);
+    int own = !rt || rt_in_parallel();
+    float *buf = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
+    if (!buf) abort();   // as any workspace the plan did not size: out of memory
+    q.u = buf, q.ws = buf + u_floats + cl_floats;
+    if (cl_floats) {
+        ChannelsLast cl = {&q, buf + u_floats};
+        rt_parallel_for(rt, channels_last_rows, &cl, q.n * q.h, 4);
+        q.x = cl.dst, q.sc = 1, q.sw = q.c, q.sh = q.w * q.c, q.sn = q.h * q.w * q.c;
+    }
+    rt_parallel_for(rt, kernel_items, &q, q.npan * q.c, 16);
+    atomic_init(&q.next, 0);
+    rt_parallel_for(rt, run_slots, &q, nslots, 1);
+    if (own) rt_free(buf);
+}

@@ -1,0 +1,165 @@
+// wino_tile.h: wino.c's code per tile for one vector width, included by
+// wino.c once per width (it is not a header of its own): VL channels of the
+// vector type VT at a time (8 for AVX2, 16 for AVX-512), names suffixed by T().
+// The transforms are a large share of the time (on the CNN's second layer
+// with AVX-512 and 8 lanes, as long as half of the 36 products), and their
+// operations per tile go with the channels a vector holds.
+
+static inline VT T(load)(const float *p) {
+    VT v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void T(store)(float *p, VT v) { memcpy(p, &v, sizeof v); }
+static const VT T(zero) = VEC(0), T(two) = VEC(2), T(four) = VEC(4), T(five) = VEC(5), T(eight) = VEC(8),
+                T(sixteen) = VEC(16);
+
+// B^T d for the six values d[0], d[s], ..., d[5s] (the rows of B^T:
+// x^4 - 5x^2 + 4 and the like, one per point), into o[0], o[s], ...
+static inline __attribute__((always_inline)) void T(bt6)(VT *o, const VT *d, int s) {
+    VT d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+    VT four = T(four), five = T(five), two = T(two);
+    VT p = d3 + d4, q = d1 + d2, e = d4 - d3, f = d1 - d2, h = d4 - d2, k = d3 - d1;
+    o[0] = four * d0 - five * d2 + d4;
+    o[s] = p - four * q;
+    o[2 * s] = e + four * f;
+    o[3 * s] = h + two * k;
+    o[4 * s] = h - two * k;
+    o[5 * s] = four * d1 - five * d3 + d5;
+}
+
+// The tile's alpha x alpha window of channels [c0, c0 + cn), cn <= VL, zero
+// outside the image (the padding) and in the lanes past cn.
+static inline __attribute__((always_inline)) void T(load_tile)(const Wino *q, int64_t n, int64_t y0, int64_t x0,
+                                                             int64_t c0, int cn, VT *d) {
+    const float *base = q->x + n * q->sn + c0 * q->sc;
+    int64_t sh = q->sh, sw = q->sw;
+    if (q->sc == 1 && cn == VL && y0 >= 0 && y0 + WA <= q->h && x0 >= 0 && x0 + WA <= q->w) {
+        for (int i = 0; i < WA; i++)   // inside the image, channels adjacent: plain loads
+            for (int j = 0; j < WA; j++) d[i * WA + j] = T(load)(base + (y0 + i) * sh + (x0 + j) * sw);
+        return;
+    }
+    for (int i = 0; i < WA; i++) {
+        int64_t y = y0 + i;
+        for (int j = 0; j < WA; j++) {
+            int64_t x = x0 + j;
+            if (y < 0 || y >= q->h || x < 0 || x >= q->w) {
+                d[i * WA + j] = T(zero);
+                continue;
+            }
+            const float *p = base + y * sh + x * sw;
+            if (q->sc == 1 && cn == VL) {
+                d[i * WA + j] = T(load)(p);
+                continue;
+            }
+            float l[VL] = {0};
+            for (int v = 0; v < cn; v++) l[v] = p[v * q->sc];
+            d[i * WA + j] = T(load)(l);
+        }
+    }
+}
+
+// V[xi][tl][c] = (B^T d_c B)[xi] for the block's nt tiles from t0; rows nt up
+// to the next multiple of mr are zeros (the last panel's products read them).
+static inline __attribute__((always_inline)) void T(input_body)(const Wino *q, int64_t t0, int64_t nt, float *v) {
+    int64_t C = q->c;
+    for (int64_t tl = 0; tl < nt; tl++) {
+        int64_t n, ty, tx;
+        tile_at(q, t0 + tl, &n, &ty, &tx);
+        int64_t y0 = ty * q->ah.m - q->pt, x0 = tx * q->aw.m - q->pl;
+        for (int64_t c0 = 0; c0 < C; c0 += VL) {
+            int cn = C - c0 < VL ? (int)(C - c0) : VL;
+            VT d[WA2], t[WA2];
+            T(load_tile)(q, n, y0, x0, c0, cn, d);
+            for (int j = 0; j < WA; j++) T(bt6)(t + j, d + j, WA);          // down the columns
+            for (int a = 0; a < WA; a++) T(bt6)(d + a * WA, t + a * WA, 1);  // along the rows
+            for (int xi = 0; xi < WA2; xi++) {
+                float *dst = v + (tl * WA2 + xi) * C + c0;
+                if (cn == VL) T(store)(dst, d[xi]);
+                else memcpy(dst, &d[xi], sizeof(float) * (size_t)cn);
+            }
+        }
+    }
+    int64_t rows = (nt + q->kn->mr - 1) / q->kn->mr * q->kn->mr;
+    if (rows > nt) memset(v + nt * WA2 * C, 0, sizeof(float) * (size_t)((rows - nt) * WA2 * C));
+}
+
+// A^T f for the six values f[0], f[s], ..., f[5s] (A^T's row i is p^i at
+// each point p, and 1 at infinity for the last row): the m outputs, at
+// out[0], out[os], ...
+static inline __attribute__((always_inline)) void T(at6)(VT *out, int os, const VT *f, int s, const int m) {
+    VT sp = f[s] + f[2 * s], sm = f[s] - f[2 * s], tp = f[3 * s] + f[4 * s], tm = f[3 * s] - f[4 * s];
+    out[0] = f[0] + sp + tp;
+    if (m > 1) out[os] = sm + T(two) * tm;
+    if (m > 2) out[2 * os] = sp + T(four) * tp;
+    if (m > 3) out[3 * os] = sm + T(eight) * tm;
+    if (m > 4) out[4 * os] = sp + T(sixteen) * tp;
+    out[(m - 1) * os] += f[5 * s];
+}
+
+// One tile's mh x mw outputs of 8 channels (res[a*mw + e]) from its 36
+// products, 8 channels of each at f[xi*op]. Called with constant mh and mw
+// (output_body), so its arrays stay in registers.
+static inline __attribute__((always_inline)) void T(tile_outputs)(const float *f, int64_t op, VT *res, const int mh,
+                                                                const int mw) {
+    VT s[5 * WA];
+    for (int j = 0; j < WA; j++) {   // down the columns
+        VT col[WA];
+        for (int i = 0; i < WA; i++) col[i] = T(load)(f + (i * WA + j) * op);
+        T(at6)(s + j, WA, col, 1, mh);
+    }
+    for (int a = 0; a < mh; a++) T(at6)(res + a * mw, 1, s + a * WA, 1, mw);   // along the rows
+}
+
+// The block's outputs from its products (M[tl][xi][o]), 8 channels at a time,
+// written to C (plus beta times what it held) where they fall inside the image.
+static inline __attribute__((always_inline)) void T(output_body)(const Wino *q, int64_t t0, int64_t nt, const float *m) {
+    int mh = q->ah.m, mw = q->aw.m;
+    int64_t op = q->op, O = q->o, OH = q->oh, OW = q->ow, rs = q->y_rs;
+    float beta = q->beta, *y = q->y;
+    for (int64_t tl = 0; tl < nt; tl++) {
+        int64_t n, ty, tx;
+        tile_at(q, t0 + tl, &n, &ty, &tx);
+        int rows = OH - ty * mh < mh ? (int)(OH - ty * mh) : mh, cols = OW - tx * mw < mw ? (int)(OW - tx * mw) : mw;
+        float *y0 = y + ((n * OH + ty * mh) * OW + tx * mw) * rs;
+        for (int64_t o0 = 0; o0 < O; o0 += VL) {
+            int on = O - o0 < VL ? (int)(O - o0) : VL;
+            const float *f = m + tl * WA2 * op + o0;
+            VT res[25];
+            switch (mh * 8 + mw) {   // the square tiles of 5x5, 3x3, 4x4 and 2x2 kernels
+            case 2 * 8 + 2: T(tile_outputs)(f, op, res, 2, 2); break;
+            case 4 * 8 + 4: T(tile_outputs)(f, op, res, 4, 4); break;
+            case 3 * 8 + 3: T(tile_outputs)(f, op, res, 3, 3); break;
+            case 5 * 8 + 5: T(tile_outputs)(f, op, res, 5, 5); break;
+            default: T(tile_outputs)(f, op, res, mh, mw);
+            }
+            for (int a = 0; a < rows; a++)
+                for (int e = 0; e < cols; e++) {
+                    float *dst = y0 + (a * OW + e) * rs + o0;
+                    VT v = res[a * mw + e];
+                    if (beta != 0) {
+                        float l[VL] = {0};
+                        memcpy(l, dst, sizeof(float) * (size_t)on);
+                        v += beta * T(load)(l);
+                    }
+                    if (on == VL) T(store)(dst, v);
+                    else memcpy(dst, &v, sizeof(float) * (size_t)on);
+                }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void T(block_body)(Wino *q, int64_t t0, float *v, float *m) {
+    const GemmKern *kn = q->kn;
+    int64_t nt = q->tiles - t0 < q->bt ? q->tiles - t0 : q->bt, C = q->c, nr = kn->nr, mr = kn->mr;
+    T(input_body)(q, t0, nt, v);
+    for (int xi = 0; xi < WA2; xi++)
+        for (int64_t jp = 0; jp < q->npan; jp++) {
+            const float *u = q->u + ((xi * q->npan + jp) * C) * nr;
+            for (int64_t r = 0; r < nt; r += mr)
+                kn->rows(C, v + (r * WA2 + xi) * C, WA2 * C, u, nr, m + (r * WA2 + xi) * q->op + jp * nr, WA2 * q->op, 0);
+        }
+    T(output_body)(q, t0, nt, m);
+    if (q->epi) block_epilogue(q, t0, nt);
+}
+
