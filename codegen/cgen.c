@@ -35,7 +35,7 @@ static const char prelude[] =
   "extern void rt_gemm_f64_win(void *rt, int64_t m, int64_t n, int64_t k, const double *x, const int64_t *geom, int taps_rows,\n"
   "  const double *b, int64_t b_rs, int64_t b_cs, double *c, int64_t c_rs, int64_t c_cs, double beta, EpiFn epi, void *ctx);\n"
   "extern void rt_gemm_f32_wino(void *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom,\n"
-  "  const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n";
+  "  int taps_rows, const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n";
 
 // The kernel's buffers as local pointers (A: the Args).
 static void declare_buffers(Gen *g, const Kernel *K) {
@@ -610,12 +610,8 @@ static void windows_call(Gen *g, const Kernel *K, int k, Node *win, int taps_row
   char hook[48] = "0, 0";
   if (K->nepi) snprintf(hook, sizeof hook, "kern%d_epi, &E", k);
   cg_line(g, "const %s *px = A->b[%d], *pb = A->b[%d];", T, bx, bb);
-  if (K->winograd)   // lower.c: a forward product by Winograd's F(m, r)
-    cg_line(g, "rt_gemm_f32_wino(rt, %s, %s, %s, px + xoff, geom, pb + boff, bs0, bs1, c, %s, 1, 0, %s);", M, N, KK, N,
-            hook);
-  else
-    cg_line(g, "rt_gemm_%s_win(rt, %s, %s, %s, px + xoff, geom, %d, pb + boff, bs0, bs1, c, %s, 1, 0, %s);",
-            n->dtype == DT_F64 ? "f64" : "f32", M, N, KK, taps_rows, N, hook);
+  cg_line(g, "rt_gemm_%s(rt, %s, %s, %s, px + xoff, geom, %d, pb + boff, bs0, bs1, c, %s, 1, 0, %s);",
+          K->winograd ? "f32_wino" : n->dtype == DT_F64 ? "f64_win" : "f32_win", M, N, KK, taps_rows, N, hook);
   end_kernel(g);
 }
 

@@ -19,6 +19,7 @@
 #include "builtins_int.h"
 #include "compiler/cache.h"
 #include "passes/passes.h"
+#include "pipeline.h"
 #include "kiln.h"
 #include <math.h>
 #include <stdio.h>
@@ -208,7 +209,8 @@ static double rows_inside(int64_t oh, int64_t h, int64_t kh, int64_t dh, int64_t
 // saving. Measured alone on the CNN's second layer (5x5, 32 -> 64 channels,
 // 14x14, batch 128, one thread), 2.8x fewer multiplies ran 1.43x faster with
 // AVX-512 (32 columns) and 1.6x with AVX2; the same at 3x3 (3.1x fewer, the
-// tiles overhanging 14x14) 1.35-1.43x and 1.55x.
+// tiles overhanging 14x14) 1.35-1.43x and 1.55x; the weights' gradient 1.49x
+// and 1.57x at 5x5.
 static double winograd_share(double gain, double cols) {
   return gain > 0 ? 1 / (1 + (gain - 1) * (cols >= 32 ? 0.2 : 0.3)) : 0;
 }
@@ -219,22 +221,31 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   double cols = rt_gemm_f32_cols();
   double fwd_in = rows_inside(s->oh, s->h, s->kh, s->dh, s->sh, s->pt, s->sw, cols);
   double back_in = s->sh * s->sw > 1 ? 1 : rows_inside(s->h, s->oh, s->kh, s->dh, 1, (s->kh - 1) * s->dh - s->pt, 1, cols);
-  if (s->dtype == DT_F32) {   // Winograd's products compute every tile, padding or not
+  // Winograd's products compute every tile, padding or not, and their
+  // columns padded to a micro-tile cost it little (its time is as much the
+  // transforms', by channel): 64 -> 16 5x5 8x8 measured im2col 9.8 ms against
+  // kernel 11.9, where counted padded they came to 28 against 26.
+  double grad_in = 1, wcols = cols, back_cols = cols;   // the weights' gradient's share
+  LowerOpts lo = pipe_lower_opts();
+  if (s->dtype == DT_F32 && lo.gemm && lo.windows && lo.winograd) {
     double fwd = winograd_share(winograd_gain(s->kh, s->kw, s->sh, s->sw, s->dh, s->dw, s->oh, s->ow, s->c, s->o), cols);
     double back = winograd_share(winograd_gain(s->kh, s->kw, s->sh, s->sw, s->dh, s->dw, s->h, s->w, s->o, s->c), cols);
     fwd_in = fwd > 0 ? fwd : fwd_in;
+    grad_in = fwd > 0 ? fwd : 1;
+    wcols = fwd > 0 ? 1 : cols;
     back_in = back > 0 ? back : back_in;
+    back_cols = back > 0 ? 1 : cols;
   }
   // im2col: GEMMs of O x C*KK x P for the forward pass and the weights'
   // gradient, each packing the window matrix from the image; the input's
   // gradient a transposed convolution (passes/convgrad.c: C x O*KK x Q,
   // packing dY's windows), or else a third GEMM whose window-matrix gradient
   // is written and read back by col2im.
-  t[CONV_IM2COL] = (1 + fwd_in) * gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / PACK_BYTES;
+  t[CONV_IM2COL] = (grad_in + fwd_in) * gemm_s(s->o, k, p, wcols) + 2 * p * k * 4 / PACK_BYTES;
   int64_t win[9] = {s->kh, s->kw, s->sh, s->sw, s->pt, s->pl, s->dh, s->dw, 0};
   double share = convgrad_share(win, s->h, s->w, s->oh, s->ow);
   if (share > 0 && s->c >= CONVGRAD_MIN_CHANNELS)   // with a stride, its phases summed: one more pass over dx
-    t[CONV_IM2COL] += share * (back_in * gemm_s(s->c, s->o * kk, q, cols) + q * s->o * kk * 4 / PACK_BYTES) +
+    t[CONV_IM2COL] += share * (back_in * gemm_s(s->c, s->o * kk, q, back_cols) + q * s->o * kk * 4 / PACK_BYTES) +
                       (s->sh * s->sw > 1) * 2 * q * s->c * 4 / MOVE_BYTES;
   else
     t[CONV_IM2COL] += gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / MOVE_BYTES;
@@ -265,6 +276,7 @@ static void tune_key(const ConvShape *s, char key[40]) {
   CacheHash h;
   cache_hash_init(&h);
   cache_hash_str(&h, "conv-tune 7");   // 7: im2col's products by Winograd where pass_lower says
+  cache_hash_str(&h, pipe_lower_opts().winograd ? "winograd" : "no winograd");   // KILN_WINOGRAD=0 times others
   cache_hash_str(&h, KILN_VERSION);
   cache_hash_str(&h, cpu);
   cache_hash_str(&h, shp);

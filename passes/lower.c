@@ -50,16 +50,17 @@ static double work_text(const IrCtx *c, const Node *mm, char *buf, size_t len, i
   return work;
 }
 
-// Winograd's F(m, r) for a convolution's forward product (runtime/wino.c:
-// 6x6 tiles of m = 7 - r outputs a side, r = 2..5 taps, stride 1, no
-// dilation): 36 products per tile over the channels, where the windows take
-// KH*KW per output. It pays where that saves a third or more of the
-// multiplies, counting the tiles' overhang past the image's edge, and the
-// channels are enough (16 in and out) for the tile transforms, which cost per
-// tile and channel, to stay a small share. Alone (one thread, batch 128,
-// 14x14 images, 32 -> 64 channels), against the window product: 5x5 1.6x
-// faster with AVX2 and 1.43x with AVX-512; 3x3 1.55x and 1.35-1.43x; 16 -> 16
-// channels 3x3 at 16x16, 1.8x with AVX-512 (8 lanes).
+// Winograd's F(m, r) for a convolution's window products, forward and the
+// weights' gradient (runtime/wino.c: 6x6 tiles of m = 7 - r outputs a side,
+// r = 2..5 taps, stride 1, no dilation): 36 products per tile over the
+// channels, where the windows take KH*KW per output. It pays where that saves
+// a third or more of the multiplies, counting the tiles' overhang past the
+// image's edge, and the channels are enough (16 in and out) for the tile
+// transforms, which cost per tile and channel, to stay a small share. Alone
+// (one thread, batch 128, 14x14 images, 32 -> 64 channels), against the
+// window product: 5x5 1.6x faster with AVX2 and 1.43x with AVX-512; 3x3 1.55x
+// and 1.35-1.43x; the weights' gradient 1.57x and 1.49x, 3x3 1.64x (AVX-512);
+// 16 -> 16 channels 3x3 at 16x16, 1.8x with AVX-512 (8 lanes).
 double winograd_gain(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
                      int64_t c, int64_t o) {
   if (kh < 2 || kh > 5 || kw < 2 || kw > 5 || sh != 1 || sw != 1 || dh != 1 || dw != 1 || c < 16 || o < 16) return 0;
@@ -85,15 +86,16 @@ static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
   Node *win = sched_mm_windows(s, n, &taps_rows);
   K->strategy = MM_LOOPS;
   K->winograd = 0;
-  double gain = win && taps_rows == SCHED_WIN_PIXELS && o->winograd ? product_winograd_gain(win, n) : 0;
+  double gain = win && o->winograd ? product_winograd_gain(win, n) : 0;
   if (win && gain > 0) {   // rt_gemm_f32_wino reads the image; its fallback is the window product
     K->strategy = MM_GEMM;
     K->winograd = 1;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
     int64_t kh = win->a.i[0], kw = win->a.i[1];
-    snprintf(K->why, sizeof K->why, "winograd F(%" PRId64 "x%" PRId64 ", %" PRId64 "x%" PRId64
-             "): m*n*k = %s, %.1fx fewer multiplies, the tiles read from the image buf%d", 7 - kh, 7 - kw, kh, kw, w,
-             gain, img);
+    snprintf(K->why, sizeof K->why, "winograd F(%" PRId64 "x%" PRId64 ", %" PRId64 "x%" PRId64 ")%s: m*n*k = %s, %.1fx fewer "
+             "multiplies, the tiles read from the image buf%d", 7 - kh, 7 - kw, kh, kw,
+             taps_rows == SCHED_WIN_TAPS_ONES ? " (weights' and bias's gradient)" : taps_rows ? " (weights' gradient)" : "",
+             w, gain, img);
   } else if (win) {   // fuse.c left the windows unmaterialized: only rt_gemm_*_win reads them
     K->strategy = MM_GEMM;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;

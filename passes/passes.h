@@ -59,9 +59,9 @@ typedef struct {
 Schedule *pass_fuse(IrCtx *c, IrGraph *g, const LowerOpts *o);
 void pass_lower(Schedule *s, const LowerOpts *o); // lowering strategy per kernel
 // How many times fewer multiplies Winograd's F(m, r) takes than a conv's window
-// product (f32, forward, over C input and O output channels), where pass_lower
-// gives it that product (KH x KW kernel, strides, dilations, OH x OW outputs);
-// 0 where it does not (conv.c's cost model asks too).
+// products (f32, forward or the weights' gradient, C input and O output
+// channels), where pass_lower gives it them (KH x KW kernel, strides,
+// dilations, OH x OW outputs); 0 where it does not (conv.c's cost model asks too).
 double winograd_gain(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
                      int64_t c, int64_t o);
 void pass_epilogue(Schedule *s);                  // elementwise consumers of a GEMM run as its epilogue

@@ -1,5 +1,5 @@
-// wino.c: a convolution's forward product by Winograd's minimal filtering
-// (rt_gemm_f32_wino, rt.h).
+// wino.c: a convolution's window products, forward and the weights'
+// gradient, by Winograd's minimal filtering (rt_gemm_f32_wino, rt.h).
 //
 // The window product computes each output from its KH*KW taps: KH*KW
 // multiply-adds per output, input channel and output channel. F(m, r) (Lavin
@@ -22,6 +22,8 @@
 // multiplies save); here they are made and used a block of tiles at a time,
 // sized to stay in L2 between the input transform, the 36 products and the
 // output transform, and the blocks are shared out to the pool's threads.
+// The weights' gradient is the adjoint: per block, dU[xi] += V[xi]^T dM[xi]
+// with dM = A dY A^T, each thread its own dU, summed, then dK = G^T dU G.
 //
 // Accuracy: B^T has integer entries, G and A^T powers of 1, 2 and the
 // fractions 1/4 .. 1/24; the result is not the window product's bit for bit
@@ -95,11 +97,16 @@ typedef struct {
     int64_t op, npan;          // O in whole micro-tiles (nr), and their panels
     int64_t bt;                // tiles per block, a multiple of mr
     float *u;                  // the transformed kernel: [36][npan][C][nr]
-    float *ws;                 // per slot: V [36][bt][C], then M [36][bt][op]
-    int64_t slot_floats;
+    float *ws;                 // per slot: V [bt][36][C], then M [bt][36][op]; with taps,
+                               // dU [36][C][op] and the bias's sums [op] after them
+    int64_t slot_floats, nslots;
     _Atomic int64_t next;      // the next block to take
     int avx2;
+    int taps, ones;            // the weights' gradient (rt.h's taps_rows), with the bias's row
 } Wino;
+
+// The floats at the end of a slot of the weights' gradient: dU and the bias's sums.
+static inline int64_t up_to_floats(const Wino *q) { return (WA2 * q->c + 1) * q->op; }
 
 // ---- the kernel's transform: U[xi][c][o] = (G_h w_oc G_w^T)[xi] ----------------
 
@@ -188,9 +195,78 @@ static void block_epilogue(const Wino *q, int64_t t0, int64_t nt) {
 AVX2 static void kernel_panel_avx2(const Wino *q, int64_t jp, int64_t c) { kernel_panel_body(q, jp, c); }
 AVX2 static void block_avx2(Wino *q, int64_t t0, float *v, float *m) { block_body_8(q, t0, v, m); }
 AVX512 static void block_avx512(Wino *q, int64_t t0, float *v, float *m) { block_body_16(q, t0, v, m); }
+AVX2 static void taps_block_avx2(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {
+    taps_block_body_8(q, t0, v, g, du, bsum);
+}
+AVX512 static void taps_block_avx512(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {
+    taps_block_body_16(q, t0, v, g, du, bsum);
+}
 #endif
 static void kernel_panel_base(const Wino *q, int64_t jp, int64_t c) { kernel_panel_body(q, jp, c); }
 static void block_base(Wino *q, int64_t t0, float *v, float *m) { block_body_8(q, t0, v, m); }
+static void taps_block_base(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {
+    taps_block_body_8(q, t0, v, g, du, bsum);
+}
+
+// The weights' gradient from dU (the kernel's transform's adjoint):
+// dK[o][c][i][j] = sum over (a, e) of G_h[a][i] G_w[e][j] dU[a*6 + e][c][o],
+// into C's row (c*KH + i)*KW + j, then the epilogue on channel c's rows.
+static inline __attribute__((always_inline)) void kernel_grad_body(const Wino *q, int64_t c) {
+    int kh = q->ah.r, kw = q->aw.r;
+    const float *du = q->ws + q->slot_floats - up_to_floats(q);
+    for (int64_t o0 = 0; o0 < q->o; o0 += 8) {
+        int on = q->o - o0 < 8 ? (int)(q->o - o0) : 8;
+        v8 f[WA2], t[5][WA];
+        for (int xi = 0; xi < WA2; xi++) memcpy(&f[xi], du + (xi * q->c + c) * q->op + o0, sizeof f[xi]);
+        for (int i = 0; i < kh; i++)
+            for (int e = 0; e < WA; e++) {
+                v8 s = v_zero;
+                for (int a = 0; a < WA; a++) s += q->ah.g[a][i] * f[a * WA + e];
+                t[i][e] = s;
+            }
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++) {
+                v8 s = v_zero;
+                for (int e = 0; e < WA; e++) s += q->aw.g[e][j] * t[i][e];
+                float *dst = q->y + ((c * kh + i) * kw + j) * q->y_rs + o0, l[8] = {0};
+                if (q->beta != 0) {
+                    memcpy(l, dst, sizeof(float) * (size_t)on);
+                    for (int v = 0; v < on; v++) s[v] += q->beta * l[v];
+                }
+                memcpy(dst, &s, sizeof(float) * (size_t)on);
+            }
+    }
+    if (q->epi) q->epi(q->epi_ctx, c * kh * kw * q->y_rs, q->y_rs, kh * kw, q->o);
+}
+
+#ifdef __x86_64__
+AVX2 static void kernel_grad_avx2(const Wino *q, int64_t c) { kernel_grad_body(q, c); }
+#endif
+static void kernel_grad_base(const Wino *q, int64_t c) { kernel_grad_body(q, c); }
+
+static void kernel_grad_items(void *ctx, int64_t lo, int64_t hi) {
+    const Wino *q = ctx;
+    for (int64_t c = lo; c < hi; c++) {
+#ifdef __x86_64__
+        if (q->avx2) {
+            kernel_grad_avx2(q, c);
+            continue;
+        }
+#endif
+        kernel_grad_base(q, c);
+    }
+}
+
+// The slots' dU and bias sums added into the first slot's, a range of floats at a time.
+static void sum_slots(void *ctx, int64_t lo, int64_t hi) {
+    const Wino *q = ctx;
+    int64_t tail = up_to_floats(q);
+    float *d = q->ws + q->slot_floats - tail;
+    for (int64_t s = 1; s < q->nslots; s++) {
+        const float *src = q->ws + (s + 1) * q->slot_floats - tail;
+        for (int64_t i = lo; i < hi; i++) d[i] += src[i];
+    }
+}
 
 static void kernel_items(void *ctx, int64_t lo, int64_t hi) {
     const Wino *q = ctx;
@@ -209,10 +285,21 @@ static void kernel_items(void *ctx, int64_t lo, int64_t hi) {
 static void run_slots(void *ctx, int64_t lo, int64_t hi) {
     Wino *q = ctx;
     for (int64_t s = lo; s < hi; s++) {
-        float *v = q->ws + s * q->slot_floats, *m = v + WA2 * q->bt * q->c;
+        float *v = q->ws + s * q->slot_floats, *m = v + WA2 * q->bt * q->c + q->kn->mr;
+        float *du = q->ws + (s + 1) * q->slot_floats - up_to_floats(q), *bsum = du + WA2 * q->c * q->op;
+        if (q->taps) memset(du, 0, sizeof(float) * (size_t)up_to_floats(q));
         for (;;) {
             int64_t t0 = atomic_fetch_add(&q->next, 1) * q->bt;
             if (t0 >= q->tiles) break;
+            if (q->taps) {
+#ifdef __x86_64__
+                if (q->avx2 && q->kn->vec == WIN_VEC_AVX512) taps_block_avx512(q, t0, v, m, du, q->ones ? bsum : NULL);
+                else if (q->avx2) taps_block_avx2(q, t0, v, m, du, q->ones ? bsum : NULL);
+                else
+#endif
+                    taps_block_base(q, t0, v, m, du, q->ones ? bsum : NULL);
+                continue;
+            }
 #ifdef __x86_64__
             if (q->avx2) {
                 if (q->kn->vec == WIN_VEC_AVX512) block_avx512(q, t0, v, m);
@@ -250,22 +337,24 @@ static int wino_applies(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride
     return kh >= 2 && kh <= 5 && kw >= 2 && kw <= 5 && stride_h == 1 && stride_w == 1 && dil_h == 1 && dil_w == 1;
 }
 
-void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, const float *b,
-                      int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, RtGemmEpilogue epi,
-                      void *ctx) {
+void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, int taps_rows,
+                      const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta,
+                      RtGemmEpilogue epi, void *ctx) {
     if (m <= 0 || n <= 0) return;
     int kind = rt_gemm_kind(rt);
     Wino q = {.x = x, .n = geom[RT_WIN_N], .c = geom[RT_WIN_C], .h = geom[RT_WIN_H], .w = geom[RT_WIN_W],
               .sn = geom[RT_WIN_SN], .sc = geom[RT_WIN_SC], .sh = geom[RT_WIN_SH], .sw = geom[RT_WIN_SW],
               .pt = geom[RT_WIN_PAD_T], .pl = geom[RT_WIN_PAD_L], .oh = geom[RT_WIN_OH], .ow = geom[RT_WIN_OW],
               .o = n, .b = b, .b_rs = b_rs, .b_cs = b_cs, .y = c, .y_rs = c_rs, .beta = beta, .epi = epi,
-              .epi_ctx = ctx};
+              .epi_ctx = ctx, .taps = taps_rows != 0, .ones = taps_rows == RT_WIN_TAPS_ONES};
     q.kn = kind <= GEMM_KILN_C ? gemm_kern_pick(kind) : NULL;
+    int64_t taps = q.c * geom[RT_WIN_KH] * geom[RT_WIN_KW], pixels = q.n * q.oh * q.ow;
     // Anything else is the window product (the fallback is exact, only slower).
-    if (!q.kn || c_cs != 1 || q.kn->nr % 8 || m != q.n * q.oh * q.ow || k != q.c * geom[RT_WIN_KH] * geom[RT_WIN_KW] ||
+    if (!q.kn || c_cs != 1 || q.kn->nr % 8 || q.kn->nr > 64 || m != (q.taps ? taps + q.ones : pixels) ||
+        k != (q.taps ? pixels : taps) ||
         !wino_applies(geom[RT_WIN_KH], geom[RT_WIN_KW], geom[RT_WIN_STRIDE_H], geom[RT_WIN_STRIDE_W],
-                         geom[RT_WIN_DIL_H], geom[RT_WIN_DIL_W])) {
-        rt_gemm_f32_win(rt, m, n, k, x, geom, 0, b, b_rs, b_cs, c, c_rs, c_cs, beta, epi, ctx);
+                      geom[RT_WIN_DIL_H], geom[RT_WIN_DIL_W])) {
+        rt_gemm_f32_win(rt, m, n, k, x, geom, taps_rows, b, b_rs, b_cs, c, c_rs, c_cs, beta, epi, ctx);
         return;
     }
 #ifdef __x86_64__
@@ -277,18 +366,21 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
     q.tiles = q.n * q.th * q.tw;
     int64_t mr = q.kn->mr, nr = q.kn->nr, threads = rt_threads(rt);
     q.op = up_to(q.o, nr), q.npan = q.op / nr;
-    // A block's V and M fill half of L2; at least four blocks per thread where
-    // there are enough tiles, for the pool's threads to share evenly.
-    int64_t per_tile = WA2 * (q.c + q.op) * (int64_t)sizeof(float);
-    q.bt = gemm_l2_bytes() / 2 / per_tile / mr * mr;
+    // A block's V and M (or dM) fill half of L2, with a slot's dU; at least
+    // four blocks per thread where there are enough tiles, for the pool's
+    // threads to share evenly.
+    int64_t per_tile = WA2 * (q.c + q.op) * (int64_t)sizeof(float), dU = q.taps ? up_to_floats(&q) : 0;
+    q.bt = (gemm_l2_bytes() / 2 - dU * (int64_t)sizeof(float)) / per_tile / mr * mr;
     int64_t even = up_to((q.tiles + 4 * threads - 1) / (4 * threads), mr);
     if (q.bt > even) q.bt = even;
     if (q.bt < mr) q.bt = mr;
-    int64_t nblocks = (q.tiles + q.bt - 1) / q.bt, nslots = threads < nblocks ? threads : nblocks;
-    q.slot_floats = up_to(WA2 * q.bt * (q.c + q.op), 16);
-    int64_t u_floats = up_to(WA2 * q.op * q.c, 16);
+    int64_t nblocks = (q.tiles + q.bt - 1) / q.bt;
+    q.nslots = threads < nblocks ? threads : nblocks;
+    // (mr floats between V and M: the last panel of channels reads that far past V.)
+    q.slot_floats = up_to(WA2 * q.bt * q.c + mr + WA2 * q.bt * q.op + dU, 16);
+    int64_t u_floats = q.taps ? 0 : up_to(WA2 * q.op * q.c, 16);
     int64_t cl_floats = q.sc != 1 && q.c > 1 ? up_to(q.n * q.h * q.w * q.c, 16) : 0;
-    size_t bytes = sizeof(float) * (size_t)(u_floats + cl_floats + nslots * q.slot_floats);
+    size_t bytes = sizeof(float) * (size_t)(u_floats + cl_floats + q.nslots * q.slot_floats);
     int own = !rt || rt_in_parallel();
     float *buf = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
     if (!buf) abort();   // as any workspace the plan did not size: out of memory
@@ -298,8 +390,18 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
         rt_parallel_for(rt, channels_last_rows, &cl, q.n * q.h, 4);
         q.x = cl.dst, q.sc = 1, q.sw = q.c, q.sh = q.w * q.c, q.sn = q.h * q.w * q.c;
     }
-    rt_parallel_for(rt, kernel_items, &q, q.npan * q.c, 16);
+    if (!q.taps) rt_parallel_for(rt, kernel_items, &q, q.npan * q.c, 16);
     atomic_init(&q.next, 0);
-    rt_parallel_for(rt, run_slots, &q, nslots, 1);
+    rt_parallel_for(rt, run_slots, &q, q.nslots, 1);
+    if (q.taps) {   // the slots' sums, then the kernel's gradient (and the bias's row)
+        if (q.nslots > 1) rt_parallel_for(rt, sum_slots, &q, up_to_floats(&q), 4096);
+        rt_parallel_for(rt, kernel_grad_items, &q, q.c, 1);
+        if (q.ones) {
+            const float *bsum = q.ws + q.slot_floats - q.op;
+            float *row = q.y + taps * q.y_rs;
+            for (int64_t o = 0; o < q.o; o++) row[o] = bsum[o] + (beta != 0 ? beta * row[o] : 0);
+            if (epi) epi(ctx, taps * q.y_rs, q.y_rs, 1, q.o);
+        }
+    }
     if (own) rt_free(buf);
 }

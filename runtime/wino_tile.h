@@ -59,9 +59,11 @@ static inline __attribute__((always_inline)) void T(load_tile)(const Wino *q, in
     }
 }
 
-// V[xi][tl][c] = (B^T d_c B)[xi] for the block's nt tiles from t0; rows nt up
-// to the next multiple of mr are zeros (the last panel's products read them).
-static inline __attribute__((always_inline)) void T(input_body)(const Wino *q, int64_t t0, int64_t nt, float *v) {
+// V = (B^T d_c B)[xi] for the block's nt tiles from t0, tile tl's frequency
+// xi at v[tl*ts + xi*xs] (C channels there); rows nt up to the next multiple
+// of mr are zeros (the last panel's products read them).
+static inline __attribute__((always_inline)) void T(input_body)(const Wino *q, int64_t t0, int64_t nt, float *v,
+                                                                 int64_t ts, int64_t xs) {
     int64_t C = q->c;
     for (int64_t tl = 0; tl < nt; tl++) {
         int64_t n, ty, tx;
@@ -74,14 +76,15 @@ static inline __attribute__((always_inline)) void T(input_body)(const Wino *q, i
             for (int j = 0; j < WA; j++) T(bt6)(t + j, d + j, WA);          // down the columns
             for (int a = 0; a < WA; a++) T(bt6)(d + a * WA, t + a * WA, 1);  // along the rows
             for (int xi = 0; xi < WA2; xi++) {
-                float *dst = v + (tl * WA2 + xi) * C + c0;
+                float *dst = v + tl * ts + xi * xs + c0;
                 if (cn == VL) T(store)(dst, d[xi]);
                 else memcpy(dst, &d[xi], sizeof(float) * (size_t)cn);
             }
         }
     }
     int64_t rows = (nt + q->kn->mr - 1) / q->kn->mr * q->kn->mr;
-    if (rows > nt) memset(v + nt * WA2 * C, 0, sizeof(float) * (size_t)((rows - nt) * WA2 * C));
+    for (int64_t tl = nt; tl < rows; tl++)
+        for (int xi = 0; xi < WA2; xi++) memset(v + tl * ts + xi * xs, 0, sizeof(float) * (size_t)C);
 }
 
 // A^T f for the six values f[0], f[s], ..., f[5s] (A^T's row i is p^i at
@@ -152,7 +155,7 @@ static inline __attribute__((always_inline)) void T(output_body)(const Wino *q, 
 static inline __attribute__((always_inline)) void T(block_body)(Wino *q, int64_t t0, float *v, float *m) {
     const GemmKern *kn = q->kn;
     int64_t nt = q->tiles - t0 < q->bt ? q->tiles - t0 : q->bt, C = q->c, nr = kn->nr, mr = kn->mr;
-    T(input_body)(q, t0, nt, v);
+    T(input_body)(q, t0, nt, v, WA2 * C, C);
     for (int xi = 0; xi < WA2; xi++)
         for (int64_t jp = 0; jp < q->npan; jp++) {
             const float *u = q->u + ((xi * q->npan + jp) * C) * nr;
@@ -163,3 +166,89 @@ static inline __attribute__((always_inline)) void T(block_body)(Wino *q, int64_t
     if (q->epi) block_epilogue(q, t0, nt);
 }
 
+
+// ---- the weights' gradient: dU[xi][c][o] = sum over tiles of V .* (A dY A^T) ----
+
+// A g for the m values g[0], g[s], ... (A's row for point p is p's powers, and
+// the last of them at infinity): the six values at z[0], z[zs], ...
+static inline __attribute__((always_inline)) void T(a6)(VT *z, int zs, const VT *g, int s, const int m) {
+    VT g0 = g[0], g1 = m > 1 ? g[s] : T(zero), g2 = m > 2 ? g[2 * s] : T(zero), g3 = m > 3 ? g[3 * s] : T(zero),
+       g4 = m > 4 ? g[4 * s] : T(zero);
+    VT even = g0 + g2 + g4, odd = g1 + g3, even2 = g0 + T(four) * g2 + T(sixteen) * g4, odd2 = T(two) * g1 + T(eight) * g3;
+    z[0] = g0;
+    z[zs] = even + odd;
+    z[2 * zs] = even - odd;
+    z[3 * zs] = even2 + odd2;
+    z[4 * zs] = even2 - odd2;
+    z[5 * zs] = g[(m - 1) * s];
+}
+
+// dM[xi][tl][o] = (A_h dY_tile A_w^T)[xi] for the block's tiles, dY the
+// product's B (pixel p, channel o at b[p*b_rs + o*b_cs]; zero past the
+// outputs' edge); bsum[o] += dY summed over the tiles' outputs (the bias's
+// gradient, with a row of ones).
+static inline __attribute__((always_inline)) void T(grad_body)(const Wino *q, int64_t t0, int64_t nt, float *g,
+                                                                float *bsum) {
+    int mh = q->ah.m, mw = q->aw.m;
+    int64_t op = q->op, O = q->o, OH = q->oh, OW = q->ow;
+    for (int64_t tl = 0; tl < nt; tl++) {
+        int64_t n, ty, tx;
+        tile_at(q, t0 + tl, &n, &ty, &tx);
+        int rows = OH - ty * mh < mh ? (int)(OH - ty * mh) : mh, cols = OW - tx * mw < mw ? (int)(OW - tx * mw) : mw;
+        int64_t p0 = (n * OH + ty * mh) * OW + tx * mw;
+        for (int64_t o0 = 0; o0 < op; o0 += VL) {
+            int on = O - o0 < VL ? (O - o0 > 0 ? (int)(O - o0) : 0) : VL;
+            VT d[25], r[5 * WA], z[WA2], sum = T(zero);
+            for (int a = 0; a < mh; a++)
+                for (int e = 0; e < mw; e++) {
+                    VT v = T(zero);
+                    if (a < rows && e < cols) {
+                        const float *p = q->b + (p0 + a * OW + e) * q->b_rs + o0 * q->b_cs;
+                        if (q->b_cs == 1 && on == VL) v = T(load)(p);
+                        else {
+                            float l[VL] = {0};
+                            for (int k = 0; k < on; k++) l[k] = p[k * q->b_cs];
+                            v = T(load)(l);
+                        }
+                    }
+                    d[a * mw + e] = v;
+                    sum += v;
+                }
+            for (int a = 0; a < mh; a++) T(a6)(r + a * WA, 1, d + a * mw, 1, mw);   // along the rows
+            for (int j = 0; j < WA; j++) T(a6)(z + j, WA, r + j, WA, mh);           // down the columns
+            for (int xi = 0; xi < WA2; xi++) T(store)(g + (xi * q->bt + tl) * op + o0, z[xi]);
+            if (bsum) T(store)(bsum + o0, T(load)(bsum + o0) + sum);
+        }
+    }
+}
+
+// One block's share of dU (+= over its tiles): for each frequency, the
+// transformed image's channels (rows of V^T, read in place down the tiles)
+// times the transformed gradients. Both frequency-major, V[xi][tl][c] and
+// dM[xi][tl][o]: one frequency's, about 30 KB, stay in L1 while every panel
+// of channels and outputs runs down them (tile-major, each step down the
+// tiles was a new line of L2 for A and B: 1.3x the window product's speed
+// against 1.x).
+static inline __attribute__((always_inline)) void T(taps_block_body)(Wino *q, int64_t t0, float *v, float *g, float *du,
+                                                                      float *bsum) {
+    const GemmKern *kn = q->kn;
+    int64_t nt = q->tiles - t0 < q->bt ? q->tiles - t0 : q->bt, C = q->c, nr = kn->nr, mr = kn->mr, op = q->op;
+    T(input_body)(q, t0, nt, v, C, q->bt * C);
+    T(grad_body)(q, t0, nt, g, bsum);
+    float tmp[MAX_WIN_MR * 64];
+    for (int xi = 0; xi < WA2; xi++)
+        for (int64_t c0 = 0; c0 < C; c0 += mr) {
+            int64_t rr = C - c0 < mr ? C - c0 : mr;
+            for (int64_t jp = 0; jp < q->npan; jp++) {
+                const float *a = v + xi * q->bt * C + c0, *b = g + xi * q->bt * op + jp * nr;
+                float *d = du + (xi * C + c0) * op + jp * nr;
+                if (rr == mr) kn->fn(nt, a, C, b, op, d, op, 1);
+                else if (kn->tail) kn->tail[rr](nt, a, C, b, op, d, op, 1);
+                else {   // no tail kernels: the full panel into tmp (its rows past C read the next values of V)
+                    kn->fn(nt, a, C, b, op, tmp, nr, 0);
+                    for (int64_t i = 0; i < rr; i++)
+                        for (int64_t j = 0; j < nr; j++) d[i * op + j] += tmp[i * nr + j];
+                }
+            }
+        }
+}

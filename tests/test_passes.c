@@ -1075,11 +1075,19 @@ static void test_fuse_broadcast_source(void) {
   ir_ctx_free(c);
 }
 
-// lower.c's Winograd choice for a conv's forward product over its windows:
-// taken for 2..5-tap kernels at stride 1 with 16 channels or more in and out
-// where it saves a third of the multiplies, with its reason; never for f64,
-// strides, dilation, 1-wide kernels, few channels, or with the option off.
-typedef struct { const char *what; int64_t c, h, o, kh, kw, stride, dil; DType t; int on, want; const char *why; } WinoPick;
+// lower.c's Winograd choice for a conv's window products (the forward one,
+// and with grad the weights' gradient, windows^T @ dY, batch 2): taken for
+// 2..5-tap kernels at stride 1 with 16 channels or more in and out where it
+// saves a third of the multiplies, with its reason; never for f64, strides,
+// dilation, 1-wide kernels, few channels, or with the option off.
+typedef struct {
+  const char *what;
+  int64_t c, h, o, kh, kw, stride, dil;
+  DType t;
+  int on, want;
+  const char *why;
+  int grad;
+} WinoPick;
 
 static void test_lower_winograd(void) {
   static const WinoPick cases[] = {
@@ -1094,12 +1102,15 @@ static void test_lower_winograd(void) {
       {"8 outputs", 32, 14, 8, 5, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"a 1x5 kernel", 32, 14, 64, 1, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"a 2x2 kernel on 3x3 images (too few outputs per tile)", 32, 3, 32, 2, 2, 1, 1, DT_F32, 1, 0, "gemm: "},
+      {"the weights' gradient", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(2x2, 5x5) (weights' gradient): ", 1},
+      {"the weights' gradient, stride 2", 32, 14, 64, 3, 3, 2, 1, DT_F32, 1, 0, "gemm: ", 1},
+      {"the weights' gradient, the option off", 32, 14, 64, 3, 3, 1, 1, DT_F32, 0, 0, "gemm: ", 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const WinoPick *t = &cases[i];
     IrCtx *c = ir_ctx_new();
     char xs[64], ws[64];
-    snprintf(xs, sizeof xs, "B,%" PRId64 ",%" PRId64 ",%" PRId64, t->c, t->h, t->h);
+    snprintf(xs, sizeof xs, "%s,%" PRId64 ",%" PRId64 ",%" PRId64, t->grad ? "2" : "B", t->c, t->h, t->h);
     snprintf(ws, sizeof ws, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64, t->o, t->c, t->kh, t->kw);
     Node *x = input(c, "x", t->t, xs), *w = input(c, "w", t->t, ws);
     int64_t pt = (t->kh - 1) * t->dil / 2, pl = (t->kw - 1) * t->dil / 2;
@@ -1111,6 +1122,11 @@ static void test_lower_winograd(void) {
     Dim m2[2] = {rows, dim_c(kk)}, w2[2] = {dim_c(t->o), dim_c(kk)};
     int tr[2] = {1, 0};
     Node *y = ir_matmul(c, ir_reshape(c, cols, 2, m2), ir_transpose(c, ir_reshape(c, w, 2, w2), tr));
+    if (t->grad) {   // windows^T @ dY: [C*KH*KW, O]
+      char ds[64];
+      snprintf(ds, sizeof ds, "%" PRId64 ",%" PRId64, rows.k, t->o);
+      y = ir_matmul(c, ir_transpose(c, ir_reshape(c, cols, 2, m2), tr), input(c, "dy", t->t, ds));
+    }
     LowerOpts o = {.gemm = 1, .windows = 1, .winograd = t->on};
     Schedule *s = pass_fuse(c, g1(c, y), &o);
     pass_lower(s, &o);

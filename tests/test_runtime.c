@@ -1446,46 +1446,55 @@ static void test_gemm_windows(void) {
 // whole vectors, planar and channels-last images, beta, the epilogue.
 typedef struct { int64_t n, c, h, w, kh, kw, pt, pl, pb, pr, o; int cl; float beta; } WinoCase;
 
-static double wino_case(KRt *rt, const WinoCase *t, int epi) {
+// Forward (taps_rows 0): y = windows @ w^T; the weights' gradient (taps_rows 1,
+// or RT_WIN_TAPS_ONES with the bias's row): windows^T @ dY.
+static double wino_case(KRt *rt, const WinoCase *t, int taps_rows, int epi) {
     int64_t oh = t->h + t->pt + t->pb - t->kh + 1, ow = t->w + t->pl + t->pr - t->kw + 1;
     int64_t sw = 1, sh = t->w + 2, sc = t->h * sh + 3, sn = t->c * sc + 1;
     if (t->cl) sc = 1, sw = t->c + 1, sh = t->w * sw + 2, sn = t->h * sh + 5;
-    int64_t m = t->n * oh * ow, k = t->c * t->kh * t->kw, n = t->o, nx = t->n * sn;
+    int64_t pixels = t->n * oh * ow, taps = t->c * t->kh * t->kw, n = t->o, nx = t->n * sn;
+    int64_t m = taps_rows ? taps + (taps_rows == RT_WIN_TAPS_ONES) : pixels, k = taps_rows ? pixels : taps;
     int64_t geom[RT_WIN_NGEOM] = {t->n, t->c, t->h, t->w, sn, sc, sh, sw, t->kh, t->kw, 1, 1, t->pt, t->pl, 1, 1, oh, ow};
     float *x = calloc(nx, sizeof(float)), *b = calloc(k * n, sizeof(float)), *y = calloc(m * n, sizeof(float));
-    double *old = calloc(m * n, sizeof(double));
+    double *old = calloc(m * n, sizeof(double)), *want = calloc(m * n, sizeof(double)), *mag = calloc(m * n, sizeof(double));
     int *visits = calloc(m * n, sizeof(int));
     uint64_t seed = 11;
     for (int64_t i = 0; i < nx; i++) x[i] = (float)gemm_rand(&seed);
     for (int64_t i = 0; i < k * n; i++) b[i] = (float)gemm_rand(&seed);
-    for (int64_t i = 0; i < m * n; i++) y[i] = (float)(old[i] = gemm_rand(&seed));
+    for (int64_t i = 0; i < m * n; i++) y[i] = (float)(old[i] = gemm_rand(&seed)), want[i] = t->beta * old[i], mag[i] = fabs(want[i]);
     win_visits = visits;
-    // B as the weights' transpose, [C*KH*KW, O] read with strides (1, k): how a graph passes it
+    // The forward product's B as the weights' transpose, [C*KH*KW, O] read with
+    // strides (1, k), as a graph passes it; the gradient's dY row-major.
     float *bt = calloc(k * n, sizeof(float));
     for (int64_t r = 0; r < k; r++)
         for (int64_t q = 0; q < n; q++) bt[q * k + r] = b[r * n + q];
-    rt_gemm_f32_wino(rt, m, n, k, x, geom, bt, 1, k, y, n, 1, t->beta, epi ? win_count : NULL, NULL);
-    double worst = 0, scale = 1e-30;
-    for (int64_t nn = 0; nn < t->n; nn++)
-        for (int64_t oy = 0; oy < oh; oy++)
-            for (int64_t ox = 0; ox < ow; ox++)
-                for (int64_t o = 0; o < n; o++) {
-                    int64_t r = (nn * oh + oy) * ow + ox;
-                    double sum = t->beta * old[r * n + o], mag = fabs(sum) + 1e-30;
-                    for (int64_t ch = 0; ch < t->c; ch++)
-                        for (int64_t i = 0; i < t->kh; i++)
-                            for (int64_t j = 0; j < t->kw; j++) {
-                                int64_t iy = oy - t->pt + i, ix = ox - t->pl + j;
-                                if (iy < 0 || iy >= t->h || ix < 0 || ix >= t->w) continue;
-                                double v = (double)x[nn * sn + ch * sc + iy * sh + ix * sw] * b[((ch * t->kh + i) * t->kw + j) * n + o];
-                                sum += v, mag += fabs(v);
-                            }
-                    double e = fabs(y[r * n + o] - sum);
-                    if (e > worst || e != e) worst = e != e ? INFINITY : e;
-                    if (mag > scale) scale = mag;
-                    if (epi && visits[r * n + o] != 1) worst = INFINITY;
+    if (taps_rows) rt_gemm_f32_wino(rt, m, n, k, x, geom, taps_rows, b, n, 1, y, n, 1, t->beta, epi ? win_count : NULL, NULL);
+    else rt_gemm_f32_wino(rt, m, n, k, x, geom, 0, bt, 1, k, y, n, 1, t->beta, epi ? win_count : NULL, NULL);
+    for (int64_t p = 0; p < pixels; p++) {
+        int64_t nn = p / (oh * ow), oy = p / ow % oh, ox = p % ow;
+        for (int64_t ch = 0; ch < t->c; ch++)
+            for (int64_t i = 0; i < t->kh; i++)
+                for (int64_t j = 0; j < t->kw; j++) {
+                    int64_t iy = oy - t->pt + i, ix = ox - t->pl + j, q = (ch * t->kh + i) * t->kw + j;
+                    if (iy < 0 || iy >= t->h || ix < 0 || ix >= t->w) continue;
+                    double xv = x[nn * sn + ch * sc + iy * sh + ix * sw];
+                    for (int64_t o = 0; o < n; o++) {
+                        int64_t at = taps_rows ? q * n + o : p * n + o;
+                        double v = xv * b[(taps_rows ? p : q) * n + o];
+                        want[at] += v, mag[at] += fabs(v);
+                    }
                 }
-    free(x), free(b), free(bt), free(y), free(old), free(visits);
+        for (int64_t o = 0; o < n && taps_rows == RT_WIN_TAPS_ONES; o++)
+            want[taps * n + o] += b[p * n + o], mag[taps * n + o] += fabs(b[p * n + o]);
+    }
+    double worst = 0, scale = 1e-30;
+    for (int64_t i = 0; i < m * n; i++) {
+        double e = fabs(y[i] - want[i]);
+        if (e > worst || e != e) worst = e != e ? INFINITY : e;
+        if (mag[i] > scale) scale = mag[i];
+        if (epi && visits[i] != 1) worst = INFINITY;
+    }
+    free(x), free(b), free(bt), free(y), free(old), free(want), free(mag), free(visits);
     return worst / scale;
 }
 
@@ -1510,16 +1519,19 @@ static void test_gemm_winograd(void) {
         if (q == 4 && !rt_have_blis()) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             KRt *rt = rt_new(threads);
-            double worst = 0;
-            size_t at = 0;
-            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-                for (int epi = 0; epi < 2; epi++) {
-                    double e = wino_case(rt, &cases[i], epi);
-                    if (e > worst || e != e) worst = e, at = i;
-                }
-            check(worst < 1e-5, "winograd conv within 1e-5 of the largest sum of terms' magnitudes, each output once to the epilogue: "
-                  "KILN_GEMM=%s, %d thread%s, %zu cases (worst %.1e, case %zu)", kinds[q], threads, threads > 1 ? "s" : "",
-                  sizeof cases / sizeof *cases, worst, at);
+            for (int taps_rows = 0; taps_rows <= RT_WIN_TAPS_ONES; taps_rows++) {
+                double worst = 0;
+                size_t at = 0;
+                for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+                    for (int epi = 0; epi < 2; epi++) {
+                        double e = wino_case(rt, &cases[i], taps_rows, epi);
+                        if (e > worst || e != e) worst = e, at = i;
+                    }
+                check(worst < 1e-5, "winograd %s within 1e-5 of the largest sum of terms' magnitudes, each output once to "
+                      "the epilogue: KILN_GEMM=%s, %d thread%s, %zu cases (worst %.1e, case %zu)",
+                      taps_rows == RT_WIN_TAPS_ONES ? "weights' and bias's gradient" : taps_rows ? "weights' gradient" : "conv",
+                      kinds[q], threads, threads > 1 ? "s" : "", sizeof cases / sizeof *cases, worst, at);
+            }
             rt_free_ctx(rt);
         }
     }

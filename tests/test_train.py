@@ -569,19 +569,22 @@ def t_conv_lowering():
     check("the cost model lowers the 32-channel second layer to im2col",
           any(l.startswith("# conv2d [B, 32, 14, 14] x [64, 32, 5, 5]: im2col+GEMM") for l in notes), out)
     # CIFAR-shaped layers with many input channels: the kernel lowering (im2col's
-    # costs with C and O swapped) for 8 outputs. For 16 outputs of 5x5, whose
-    # im2col products are 16 columns wide, the GEMM's micro-tile decides (the
-    # benchmark's measurements): a whole AVX2 tile, so im2col, whose windows the
-    # GEMM packs from the image; half an AVX-512 tile, so the kernel lowering.
+    # costs with C and O swapped) for 8 outputs. For 16 outputs of 5x5, im2col,
+    # whose products run as Winograd's F(2, 5) (2.8x fewer multiplies); without
+    # it (KILN_WINOGRAD=0) its products are 16 columns wide and the GEMM's
+    # micro-tile decides (the benchmark's measurements): a whole AVX2 tile, so
+    # im2col, whose windows the GEMM packs from the image; half an AVX-512
+    # tile, so the kernel lowering.
     few = ("input x : f32[B, 64, 8, 8]\nparam K : f32[8, 64, 3, 3] = he\nparam L : f32[16, 64, 5, 5] = he\n"
            "y = conv2d(x, K, pad=\"same\")\nz = conv2d(x, L, pad=\"same\")\n")
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    kinds = [("kiln-avx2", "im2col+GEMM")] if " avx2" in flags else []
+    kinds = [("kiln-avx2", "1", "im2col+GEMM"), ("kiln-avx2", "0", "im2col+GEMM")] if " avx2" in flags else []
     if " avx512f" in flags and " avx512vl" in flags:
-        kinds.append(("kiln-avx512", "kernel lowering+GEMM+aggregate"))
-    for gemm, want in kinds:
-        rc, out, err = kiln_ir(few, "--after=lower", env=dict(env, KILN_GEMM=gemm))
-        check("the cost model lowers 64->8 3x3 by the kernel and 64->16 5x5 by %s with KILN_GEMM=%s" % (want.split("+")[0], gemm),
+        kinds += [("kiln-avx512", "1", "im2col+GEMM"), ("kiln-avx512", "0", "kernel lowering+GEMM+aggregate")]
+    for gemm, wino, want in kinds:
+        rc, out, err = kiln_ir(few, "--after=lower", env=dict(env, KILN_GEMM=gemm, KILN_WINOGRAD=wino))
+        check("the cost model lowers 64->8 3x3 by the kernel and 64->16 5x5 by %s with KILN_GEMM=%s KILN_WINOGRAD=%s"
+              % (want.split("+")[0], gemm, wino),
               rc == 0 and "x [8, 64, 3, 3]: kernel lowering+GEMM+aggregate (why: cost model" in out and
               "x [16, 64, 5, 5]: %s (why: cost model" % want in out, out + err)
     rc, out, err = kiln_ir(CONV_LAYERS.replace("conv(h, 64, 5)", "conv(h, 64, 5, lowering=\"kernel\")"), env=env)
