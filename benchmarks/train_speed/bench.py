@@ -433,7 +433,9 @@ def report(res, a):
     fl = flops["cnn"]
     w(f"FLOPs per image counted from the layer shapes: forward {fl['forward'] / 1e6:.2f} M, "
       f"training step {fl['train'] / 1e6:.2f} M (forward + weight gradients + input gradients of all but the "
-      "first layer; elementwise ops, pooling and the optimizer not counted).\n")
+      "first layer; elementwise ops, pooling and the optimizer not counted). These are a direct convolution's "
+      "multiply-adds: Kiln computes the second conv layer's three products by Winograd's F(2, 5), with 2.8x fewer "
+      "multiplies (runtime/wino.c), so its share is an effective rate, the work done as if directly.\n")
     w("| threads | " + " | ".join(NAME[s] for s in systems) + " |")
     w("|---|" + "---|" * len(systems))
     for t in th:
