@@ -33,8 +33,8 @@
 #include "rt.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
