@@ -281,16 +281,20 @@ static void kernel_items(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
-// Slot s takes blocks until none is left, in its own part of the workspace.
+// Slot s, in its own part of the workspace, takes blocks until none is left;
+// for the weights' gradient, whose slots sum their blocks, its own share of
+// them in order (blocks [s*nb/nslots, (s+1)*nb/nslots)), so that a thread
+// count repeats its bits.
 static void run_slots(void *ctx, int64_t lo, int64_t hi) {
     Wino *q = ctx;
+    int64_t nblocks = (q->tiles + q->bt - 1) / q->bt;
     for (int64_t s = lo; s < hi; s++) {
         float *v = q->ws + s * q->slot_floats, *m = v + WA2 * q->bt * q->c + q->kn->mr;
         float *du = q->ws + (s + 1) * q->slot_floats - up_to_floats(q), *bsum = du + WA2 * q->c * q->op;
         if (q->taps) memset(du, 0, sizeof(float) * (size_t)up_to_floats(q));
-        for (;;) {
-            int64_t t0 = atomic_fetch_add(&q->next, 1) * q->bt;
-            if (t0 >= q->tiles) break;
+        for (int64_t b = s * nblocks / q->nslots, b1 = (s + 1) * nblocks / q->nslots;; b++) {
+            int64_t t0 = (q->taps ? b : atomic_fetch_add(&q->next, 1)) * q->bt;
+            if (t0 >= q->tiles || (q->taps && b >= b1)) break;
             if (q->taps) {
 #ifdef __x86_64__
                 if (q->avx2 && q->kn->vec == WIN_VEC_AVX512) taps_block_avx512(q, t0, v, m, du, q->ones ? bsum : NULL);

@@ -1532,6 +1532,21 @@ static void test_gemm_winograd(void) {
                       taps_rows == RT_WIN_TAPS_ONES ? "weights' and bias's gradient" : taps_rows ? "weights' gradient" : "conv",
                       kinds[q], threads, threads > 1 ? "s" : "", sizeof cases / sizeof *cases, worst, at);
             }
+            if (threads > 1) {   // the weights' gradient sums its blocks per thread: the same bits on a rerun
+                static const WinoCase t = {8, 32, 14, 14, 5, 5, 2, 2, 2, 2, 64, 1, 0};
+                int64_t pixels = t.n * 14 * 14, taps = 32 * 25 + 1, sn = 14 * 14 * 32;
+                int64_t geom[RT_WIN_NGEOM] = {t.n, 32, 14, 14, sn, 1, 14 * 32, 32, 5, 5, 1, 1, 2, 2, 1, 1, 14, 14};
+                float *x = calloc(t.n * sn, sizeof(float)), *dy = calloc(pixels * 64, sizeof(float));
+                float *c1 = calloc(taps * 64, sizeof(float)), *c2 = calloc(taps * 64, sizeof(float));
+                uint64_t seed = 5;
+                for (int64_t i = 0; i < t.n * sn; i++) x[i] = (float)gemm_rand(&seed);
+                for (int64_t i = 0; i < pixels * 64; i++) dy[i] = (float)gemm_rand(&seed);
+                rt_gemm_f32_wino(rt, taps, 64, pixels, x, geom, RT_WIN_TAPS_ONES, dy, 64, 1, c1, 64, 1, 0, NULL, NULL);
+                rt_gemm_f32_wino(rt, taps, 64, pixels, x, geom, RT_WIN_TAPS_ONES, dy, 64, 1, c2, 64, 1, 0, NULL, NULL);
+                check(!memcmp(c1, c2, sizeof(float) * (size_t)(taps * 64)),
+                      "winograd weights' gradient: KILN_GEMM=%s, %d threads: a rerun repeats its bits", kinds[q], threads);
+                free(x), free(dy), free(c1), free(c2);
+            }
             rt_free_ctx(rt);
         }
     }
