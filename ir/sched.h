@@ -28,7 +28,7 @@ typedef struct {
   int strategy;      // lower.c's choice for KS_MATMUL
   char why[160];     // and the reason, for `kiln ir --after=lower` ("" if none)
   int64_t gemm_from; // MM_BY_SIZE: rt_gemm once sched_mm_work's product reaches this
-  int winograd;      // MM_GEMM over a conv's windows (forward): rt_gemm_f32_wino, Winograd's F(m, r)
+  int winograd;      // MM_GEMM over a conv's windows by Winograd's F(m, r) (rt_gemm_f32_wino)
   int *reads; int nreads;   // buffers read
   int inplace;       // writes over the buffer of reads[inplace-1] (plan.c), 0 if not
   int copy;          // copies node's own buffer into an output buffer

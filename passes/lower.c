@@ -85,25 +85,23 @@ static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
   const char *fold = sched_mm_shared_rhs(n) ? ", batch as one product" : "";
   Node *win = sched_mm_windows(s, n, &taps_rows);
   K->strategy = MM_LOOPS;
-  K->winograd = 0;
   double gain = win && o->winograd ? product_winograd_gain(win, n) : 0;
-  if (win && gain > 0) {   // rt_gemm_f32_wino reads the image; its fallback is the window product
+  K->winograd = gain > 0;
+  if (win) {   // fuse.c left the windows unmaterialized: only rt_gemm_*_win (or _wino) reads them
     K->strategy = MM_GEMM;
-    K->winograd = 1;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
     int64_t kh = win->a.i[0], kw = win->a.i[1];
-    snprintf(K->why, sizeof K->why, "winograd F(%" PRId64 "x%" PRId64 ", %" PRId64 "x%" PRId64 ")%s: m*n*k = %s, %.1fx fewer "
-             "multiplies, the tiles read from the image buf%d", 7 - kh, 7 - kw, kh, kw,
-             taps_rows == SCHED_WIN_TAPS_ONES ? " (weights' and bias's gradient)" : taps_rows ? " (weights' gradient)" : "",
-             w, gain, img);
-  } else if (win) {   // fuse.c left the windows unmaterialized: only rt_gemm_*_win reads them
-    K->strategy = MM_GEMM;
-    int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
-    snprintf(K->why, sizeof K->why, "gemm: m*n*k = %s, %s packed from the image buf%d (implicit im2col)", w,
-             taps_rows == SCHED_WIN_TAPS_ONES ? "A^T and a row of ones (the bias's gradient): the windows"
-             : taps_rows == SCHED_WIN_TAPS    ? "A^T: the windows"
-                                              : "A: the windows",
-             img);
+    if (K->winograd)   // rt_gemm_f32_wino's fallback is the window product
+      snprintf(K->why, sizeof K->why, "winograd F(%" PRId64 "x%" PRId64 ", %" PRId64 "x%" PRId64 ")%s: m*n*k = %s, %.1fx "
+               "fewer multiplies, the tiles read from the image buf%d", 7 - kh, 7 - kw, kh, kw,
+               taps_rows == SCHED_WIN_TAPS_ONES ? " (weights' and bias's gradient)" : taps_rows ? " (weights' gradient)" : "",
+               w, gain, img);
+    else
+      snprintf(K->why, sizeof K->why, "gemm: m*n*k = %s, %s packed from the image buf%d (implicit im2col)", w,
+               taps_rows == SCHED_WIN_TAPS_ONES ? "A^T and a row of ones (the bias's gradient): the windows"
+               : taps_rows == SCHED_WIN_TAPS    ? "A^T: the windows"
+                                                : "A: the windows",
+               img);
   } else if (!o->gemm) snprintf(K->why, sizeof K->why, "loops: rt_gemm turned off");
   else if (n->dtype != DT_F32 && n->dtype != DT_F64)
     snprintf(K->why, sizeof K->why, "loops: %s has no BLIS product", ir_dtype_name(n->dtype));

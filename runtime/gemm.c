@@ -197,7 +197,6 @@ static void tile(const Gemm *g, int64_t p, int64_t i0, int64_t mt, int64_t j0, i
 //
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // n contiguous floats, n one of the micro-tile sizes: a fixed-size memcpy is a
 // few vector moves, where a call per row of a panel would cost more than the copy.

@@ -128,6 +128,7 @@ const GemmKern *gemm_kern_pick(int kind);
 // from this machine's cache sizes.
 void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc);
 int64_t gemm_l2_bytes(void);   // this machine's L2 per core (1 MiB where unknown)
+static inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // gemm_win.c: the window matrix of rt_gemm_*_win (rt.h), read from the image.
 // Rows of the matrix are pixels (n, oh, ow), columns taps (c, i, j); with

@@ -81,7 +81,7 @@ static void wino_axis(WinoAxis *a, int r) {
     a->g[WA - 1][r - 1] = v_zero + 1;
 }
 
-typedef struct {
+typedef struct Wino {
     const float *x;
     int64_t n, c, h, w, sn, sc, sh, sw, pt, pl, oh, ow, o;
     WinoAxis ah, aw;
@@ -100,13 +100,19 @@ typedef struct {
     float *ws;                 // per slot: V [bt][36][C], then M [bt][36][op]; with taps,
                                // dU [36][C][op] and the bias's sums [op] after them
     int64_t slot_floats, nslots;
-    _Atomic int64_t next;      // the next block to take
-    int avx2;
+    _Atomic int64_t next;      // the next block to take (forward)
     int taps, ones;            // the weights' gradient (rt.h's taps_rows), with the bias's row
+    // The code for this CPU's kernel (8 lanes, or 16 with AVX-512), chosen once per call.
+    void (*kernel_panel)(const struct Wino *q, int64_t jp, int64_t c);
+    void (*block)(struct Wino *q, int64_t t0, float *v, float *m);
+    void (*taps_block)(struct Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum);
+    void (*kernel_grad)(const struct Wino *q, int64_t c);
 } Wino;
 
 // The floats at the end of a slot of the weights' gradient: dU and the bias's sums.
-static inline int64_t up_to_floats(const Wino *q) { return (WA2 * q->c + 1) * q->op; }
+static inline int64_t grad_floats(const Wino *q) { return (WA2 * q->c + 1) * q->op; }
+// Slot s's dU (its bias's sums follow, WA2*C*op floats on).
+static inline float *slot_du(const Wino *q, int64_t s) { return q->ws + (s + 1) * q->slot_floats - grad_floats(q); }
 
 // ---- the kernel's transform: U[xi][c][o] = (G_h w_oc G_w^T)[xi] ----------------
 
@@ -213,7 +219,7 @@ static void taps_block_base(Wino *q, int64_t t0, float *v, float *g, float *du, 
 // into C's row (c*KH + i)*KW + j, then the epilogue on channel c's rows.
 static inline __attribute__((always_inline)) void kernel_grad_body(const Wino *q, int64_t c) {
     int kh = q->ah.r, kw = q->aw.r;
-    const float *du = q->ws + q->slot_floats - up_to_floats(q);
+    const float *du = slot_du(q, 0);
     for (int64_t o0 = 0; o0 < q->o; o0 += 8) {
         int on = q->o - o0 < 8 ? (int)(q->o - o0) : 8;
         v8 f[WA2], t[5][WA];
@@ -246,73 +252,41 @@ static void kernel_grad_base(const Wino *q, int64_t c) { kernel_grad_body(q, c);
 
 static void kernel_grad_items(void *ctx, int64_t lo, int64_t hi) {
     const Wino *q = ctx;
-    for (int64_t c = lo; c < hi; c++) {
-#ifdef __x86_64__
-        if (q->avx2) {
-            kernel_grad_avx2(q, c);
-            continue;
-        }
-#endif
-        kernel_grad_base(q, c);
-    }
+    for (int64_t c = lo; c < hi; c++) q->kernel_grad(q, c);
 }
 
-// The slots' dU and bias sums added into the first slot's, a range of floats at a time.
+// The slots' dU and bias sums added into the first slot's, in order, a range of floats at a time.
 static void sum_slots(void *ctx, int64_t lo, int64_t hi) {
     const Wino *q = ctx;
-    int64_t tail = up_to_floats(q);
-    float *d = q->ws + q->slot_floats - tail;
+    float *d = slot_du(q, 0);
     for (int64_t s = 1; s < q->nslots; s++) {
-        const float *src = q->ws + (s + 1) * q->slot_floats - tail;
+        const float *src = slot_du(q, s);
         for (int64_t i = lo; i < hi; i++) d[i] += src[i];
     }
 }
 
 static void kernel_items(void *ctx, int64_t lo, int64_t hi) {
     const Wino *q = ctx;
-    for (int64_t it = lo; it < hi; it++) {
-#ifdef __x86_64__
-        if (q->avx2) {
-            kernel_panel_avx2(q, it / q->c, it % q->c);
-            continue;
-        }
-#endif
-        kernel_panel_base(q, it / q->c, it % q->c);
-    }
+    for (int64_t it = lo; it < hi; it++) q->kernel_panel(q, it / q->c, it % q->c);
 }
 
-// Slot s, in its own part of the workspace, takes blocks until none is left;
-// for the weights' gradient, whose slots sum their blocks, its own share of
-// them in order (blocks [s*nb/nslots, (s+1)*nb/nslots)), so that a thread
-// count repeats its bits.
+// Slot s, in its own part of the workspace, takes blocks until none is left.
+// The weights' gradient, whose slots sum their blocks, takes its own share of
+// them in order instead (blocks [s*nb/nslots, (s+1)*nb/nslots)), so that a
+// thread count repeats its bits.
 static void run_slots(void *ctx, int64_t lo, int64_t hi) {
     Wino *q = ctx;
     int64_t nblocks = (q->tiles + q->bt - 1) / q->bt;
     for (int64_t s = lo; s < hi; s++) {
         float *v = q->ws + s * q->slot_floats, *m = v + WA2 * q->bt * q->c + q->kn->mr;
-        float *du = q->ws + (s + 1) * q->slot_floats - up_to_floats(q), *bsum = du + WA2 * q->c * q->op;
-        if (q->taps) memset(du, 0, sizeof(float) * (size_t)up_to_floats(q));
-        for (int64_t b = s * nblocks / q->nslots, b1 = (s + 1) * nblocks / q->nslots;; b++) {
-            int64_t t0 = (q->taps ? b : atomic_fetch_add(&q->next, 1)) * q->bt;
-            if (t0 >= q->tiles || (q->taps && b >= b1)) break;
-            if (q->taps) {
-#ifdef __x86_64__
-                if (q->avx2 && q->kn->vec == WIN_VEC_AVX512) taps_block_avx512(q, t0, v, m, du, q->ones ? bsum : NULL);
-                else if (q->avx2) taps_block_avx2(q, t0, v, m, du, q->ones ? bsum : NULL);
-                else
-#endif
-                    taps_block_base(q, t0, v, m, du, q->ones ? bsum : NULL);
-                continue;
-            }
-#ifdef __x86_64__
-            if (q->avx2) {
-                if (q->kn->vec == WIN_VEC_AVX512) block_avx512(q, t0, v, m);
-                else block_avx2(q, t0, v, m);
-                continue;
-            }
-#endif
-            block_base(q, t0, v, m);
+        if (!q->taps) {
+            for (int64_t t0; (t0 = atomic_fetch_add(&q->next, 1) * q->bt) < q->tiles;) q->block(q, t0, v, m);
+            continue;
         }
+        float *du = slot_du(q, s);
+        memset(du, 0, sizeof(float) * (size_t)grad_floats(q));
+        for (int64_t b = s * nblocks / q->nslots; b < (s + 1) * nblocks / q->nslots; b++)
+            q->taps_block(q, b * q->bt, v, m, du, q->ones ? du + WA2 * q->c * q->op : NULL);
     }
 }
 
@@ -333,8 +307,6 @@ static void channels_last_rows(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t x = 0; x < q->w; x++) d[x * q->c + c] = src[c * q->sc + x * q->sw];
     }
 }
-
-static int64_t up_to(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // F(m, r) here: 2 to 5 taps a side, at stride 1 and no dilation.
 static int wino_applies(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w, int64_t dil_h, int64_t dil_w) {
@@ -361,29 +333,35 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
         rt_gemm_f32_win(rt, m, n, k, x, geom, taps_rows, b, b_rs, b_cs, c, c_rs, c_cs, beta, epi, ctx);
         return;
     }
+    q.kernel_panel = kernel_panel_base, q.block = block_base, q.taps_block = taps_block_base;
+    q.kernel_grad = kernel_grad_base;
 #ifdef __x86_64__
-    q.avx2 = q.kn->vec != WIN_VEC_NONE;   // the AVX2 and AVX-512 kernels' CPUs
+    if (q.kn->vec != WIN_VEC_NONE) {   // the AVX2 and AVX-512 kernels' CPUs
+        int wide = q.kn->vec == WIN_VEC_AVX512;
+        q.kernel_panel = kernel_panel_avx2, q.kernel_grad = kernel_grad_avx2;
+        q.block = wide ? block_avx512 : block_avx2, q.taps_block = wide ? taps_block_avx512 : taps_block_avx2;
+    }
 #endif
     wino_axis(&q.ah, (int)geom[RT_WIN_KH]);
     wino_axis(&q.aw, (int)geom[RT_WIN_KW]);
     q.th = (q.oh + q.ah.m - 1) / q.ah.m, q.tw = (q.ow + q.aw.m - 1) / q.aw.m;
     q.tiles = q.n * q.th * q.tw;
     int64_t mr = q.kn->mr, nr = q.kn->nr, threads = rt_threads(rt);
-    q.op = up_to(q.o, nr), q.npan = q.op / nr;
+    q.op = round_up(q.o, nr), q.npan = q.op / nr;
     // A block's V and M (or dM) fill half of L2, with a slot's dU; at least
     // four blocks per thread where there are enough tiles, for the pool's
     // threads to share evenly.
-    int64_t per_tile = WA2 * (q.c + q.op) * (int64_t)sizeof(float), dU = q.taps ? up_to_floats(&q) : 0;
+    int64_t per_tile = WA2 * (q.c + q.op) * (int64_t)sizeof(float), dU = q.taps ? grad_floats(&q) : 0;
     q.bt = (gemm_l2_bytes() / 2 - dU * (int64_t)sizeof(float)) / per_tile / mr * mr;
-    int64_t even = up_to((q.tiles + 4 * threads - 1) / (4 * threads), mr);
+    int64_t even = round_up((q.tiles + 4 * threads - 1) / (4 * threads), mr);
     if (q.bt > even) q.bt = even;
     if (q.bt < mr) q.bt = mr;
     int64_t nblocks = (q.tiles + q.bt - 1) / q.bt;
     q.nslots = threads < nblocks ? threads : nblocks;
     // (mr floats between V and M: the last panel of channels reads that far past V.)
-    q.slot_floats = up_to(WA2 * q.bt * q.c + mr + WA2 * q.bt * q.op + dU, 16);
-    int64_t u_floats = q.taps ? 0 : up_to(WA2 * q.op * q.c, 16);
-    int64_t cl_floats = q.sc != 1 && q.c > 1 ? up_to(q.n * q.h * q.w * q.c, 16) : 0;
+    q.slot_floats = round_up(WA2 * q.bt * q.c + mr + WA2 * q.bt * q.op + dU, 16);
+    int64_t u_floats = q.taps ? 0 : round_up(WA2 * q.op * q.c, 16);
+    int64_t cl_floats = q.sc != 1 && q.c > 1 ? round_up(q.n * q.h * q.w * q.c, 16) : 0;
     size_t bytes = sizeof(float) * (size_t)(u_floats + cl_floats + q.nslots * q.slot_floats);
     int own = !rt || rt_in_parallel();
     float *buf = own ? rt_alloc(bytes) : rt_gemm_workspace(rt, bytes);
@@ -398,10 +376,10 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
     atomic_init(&q.next, 0);
     rt_parallel_for(rt, run_slots, &q, q.nslots, 1);
     if (q.taps) {   // the slots' sums, then the kernel's gradient (and the bias's row)
-        if (q.nslots > 1) rt_parallel_for(rt, sum_slots, &q, up_to_floats(&q), 4096);
+        if (q.nslots > 1) rt_parallel_for(rt, sum_slots, &q, grad_floats(&q), 4096);
         rt_parallel_for(rt, kernel_grad_items, &q, q.c, 1);
         if (q.ones) {
-            const float *bsum = q.ws + q.slot_floats - q.op;
+            const float *bsum = slot_du(&q, 0) + WA2 * q.c * q.op;
             float *row = q.y + taps * q.y_rs;
             for (int64_t o = 0; o < q.o; o++) row[o] = bsum[o] + (beta != 0 ? beta * row[o] : 0);
             if (epi) epi(ctx, taps * q.y_rs, q.y_rs, 1, q.o);

@@ -82,8 +82,7 @@ static inline __attribute__((always_inline)) void T(input_body)(const Wino *q, i
             }
         }
     }
-    int64_t rows = (nt + q->kn->mr - 1) / q->kn->mr * q->kn->mr;
-    for (int64_t tl = nt; tl < rows; tl++)
+    for (int64_t tl = nt; tl < round_up(nt, q->kn->mr); tl++)
         for (int xi = 0; xi < WA2; xi++) memset(v + tl * ts + xi * xs, 0, sizeof(float) * (size_t)C);
 }
 
@@ -100,8 +99,8 @@ static inline __attribute__((always_inline)) void T(at6)(VT *out, int os, const 
     out[(m - 1) * os] += f[5 * s];
 }
 
-// One tile's mh x mw outputs of 8 channels (res[a*mw + e]) from its 36
-// products, 8 channels of each at f[xi*op]. Called with constant mh and mw
+// One tile's mh x mw outputs of VL channels (res[a*mw + e]) from its 36
+// products, VL channels of each at f[xi*op]. Called with constant mh and mw
 // (output_body), so its arrays stay in registers.
 static inline __attribute__((always_inline)) void T(tile_outputs)(const float *f, int64_t op, VT *res, const int mh,
                                                                 const int mw) {
@@ -114,7 +113,7 @@ static inline __attribute__((always_inline)) void T(tile_outputs)(const float *f
     for (int a = 0; a < mh; a++) T(at6)(res + a * mw, 1, s + a * WA, 1, mw);   // along the rows
 }
 
-// The block's outputs from its products (M[tl][xi][o]), 8 channels at a time,
+// The block's outputs from its products (M[tl][xi][o]), VL channels at a time,
 // written to C (plus beta times what it held) where they fall inside the image.
 static inline __attribute__((always_inline)) void T(output_body)(const Wino *q, int64_t t0, int64_t nt, const float *m) {
     int mh = q->ah.m, mw = q->aw.m;
