@@ -441,6 +441,32 @@ static void finish(const Gemm *g, int64_t p, int64_t i0, int64_t i1, int64_t j0,
         for (int64_t j = 0; j < j1 - j0; j++) g->epi(g->epi_ctx, off + i * g->e_rs + j * g->e_cs, 1, 1, 1);
 }
 
+// A tile of one row against a B read in place (g->direct_b: a batch of one),
+// a, b and c at its first element: nothing is packed. B's whole panels go
+// ROW_PANELS at a time or one by one (tail[1]), the columns past them through
+// row_cols; A's row is read where it is, whatever its stride. These are the
+// sums the packed panels would give (tail[1]'s, on the same KC panels): the
+// same bits. Packing cost more than the product: x @ W at batch 1 for
+// logreg's 784 x 10 took 6.4 us with AVX-512, two thirds of it copying B's
+// 10 columns into a zero-padded panel a value at a time, and now 1.1 (AVX2
+// 4.2 -> 0.9); 1x512x784, whose panels are whole, 16-19 -> 11-14 us (A no
+// longer packed); logreg's inference at batch 1 through the C API, 6.2-6.5
+// -> 1.1-1.2 us, the MLP's 79-80 -> 68-69 us (1 thread) and 37-39 -> 30 us
+// (2 threads).
+static void row_tile(const Gemm *g, const float *a, const float *b, float *c, int64_t nt) {
+    const GemmKern *kn = g->kern;
+    int64_t nr = kn->nr, whole = nt / nr * nr;
+    for (int64_t pc = g->k0; pc < g->k; pc += g->kc) {
+        int64_t kb = min64(g->kc, g->k - pc), jr = 0;
+        int acc = pc > g->k0 || g->beta != 0;
+        const float *ak = a + pc * g->a_cs, *bk = b + pc * g->b_rs;
+        for (; kn->row_panels && jr + ROW_PANELS * nr <= whole; jr += ROW_PANELS * nr)
+            kn->row_panels(kb, ak, g->a_cs, bk + jr, g->b_rs, c + jr, acc);
+        for (; jr < whole; jr += nr) kn->tail[1](kb, ak, g->a_cs, bk + jr, g->b_rs, c + jr, nr, acc);
+        if (jr < nt) kn->row_cols(kb, ak, g->a_cs, bk + jr, g->b_rs, c + jr, (int)(nt - jr), acc);
+    }
+}
+
 // One tile, rows [i0, i0+mt) and columns [j0, j0+nt) of product p, with the
 // packing buffers pa (mc x kc) and pb (kc x nc).
 static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t i0, int64_t mt, int64_t j0, int64_t nt) {
@@ -457,6 +483,11 @@ static void packed_tile(const Gemm *g, float *pa, float *pb, int64_t p, int64_t 
             for (int64_t i = 0; i < mt; i++)
                 for (int64_t j = 0; j < nt; j++) c[i * crs + j * ccs] = 0;
         finish(g, p, i0, i0 + mt, j0, j0 + nt);
+        return;
+    }
+    if (mt == 1 && g->direct_b && kn->row_cols && kn->tail && ccs == 1 && !g->win) {
+        row_tile(g, a, b, c, nt);
+        finish(g, p, i0, i0 + 1, j0, j0 + nt);
         return;
     }
     for (int64_t jc = 0; jc < nt; jc += g->nc) {

@@ -300,6 +300,30 @@ AVX2 static void pixels_avx2(int64_t k, const float *const *rowp, const int64_t 
         }                                                                                                  \
     }
 DEFINE_ROW_PANELS(row_panels_avx2, AVX2, Y_NR, 8, __m256, _mm256)
+
+// One row against the last cols < NR columns of a B read in place (a batch of
+// one against a narrow B: logreg's 10 logits, an MLP's last layer), two
+// vectors of columns, masked, where gemm.c packed those columns into a
+// zero-padded panel (see row_tile). The masked lanes are neither read nor
+// written.
+AVX2 static void row_cols_avx2(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int cols,
+                               int acc) {
+    __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane),
+            m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (int64_t p = 0; p < k; p++) {
+        __m256 x = _mm256_broadcast_ss(a + p * ak);
+        s0 = _mm256_fmadd_ps(x, _mm256_maskload_ps(b + p * ldb, m0), s0);
+        s1 = _mm256_fmadd_ps(x, _mm256_maskload_ps(b + p * ldb + 8, m1), s1);
+    }
+    if (acc) {
+        s0 = _mm256_add_ps(s0, _mm256_maskload_ps(c, m0));
+        s1 = _mm256_add_ps(s1, _mm256_maskload_ps(c + 8, m1));
+    }
+    _mm256_maskstore_ps(c, m0, s0);
+    _mm256_maskstore_ps(c + 8, m1, s1);
+}
 #define Y_TAILS(M) DEFINE_TAILS(AVX2, BODY_Y, avx2, M)
 Y_TAILS(1) Y_TAILS(2) Y_TAILS(3) Y_TAILS(4) Y_TAILS(5)
 #undef Y_TAILS
@@ -310,6 +334,24 @@ static const GemmTapsTail taps_tails_avx2[Y_MR] = {NULL, taps1_avx2, taps2_avx2,
 DEFINE_PACK_B(pack_b_avx512, AVX512, Z_NR, 16, _mm512)
 
 DEFINE_ROW_PANELS(row_panels_avx512, AVX512, Z_NR, 16, __m512, _mm512)
+
+AVX512 static void row_cols_avx512(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c,
+                                   int cols, int acc) {
+    __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1),
+              m1 = (__mmask16)(cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p++) {
+        __m512 x = _mm512_set1_ps(a[p * ak]);
+        s0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m0, b + p * ldb), s0);
+        s1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m1, b + p * ldb + 16), s1);
+    }
+    if (acc) {
+        s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(m0, c));
+        s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    _mm512_mask_storeu_ps(c, m0, s0);
+    _mm512_mask_storeu_ps(c + 16, m1, s1);
+}
 #undef DEFINE_ROW_PANELS
 #endif
 
@@ -317,9 +359,9 @@ static const GemmKern kerns[] = {
     [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL, NULL, NULL},
 #ifdef KILN_X86
     [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, 1, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2,
-                         row_panels_avx2, pixels_avx2},
+                         row_panels_avx2, pixels_avx2, row_cols_avx2},
     [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, 0, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
-                          pack_b_avx512, row_panels_avx512, NULL},
+                          pack_b_avx512, row_panels_avx512, NULL, row_cols_avx512},
 #endif
 };
 

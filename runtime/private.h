@@ -120,6 +120,10 @@ typedef struct {
     // each row at its own pixel's window in the image (NULL: none).
     void (*pixels)(int64_t k, const float *const *rowp, const int64_t *off, const float *b, int64_t ldb, float *c,
                    int64_t ldc, int acc);
+    // One row of A (a[p*ak]) against the first cols < nr columns of a B read
+    // in place, into cols values of C, with masked loads and stores: tail[1]'s
+    // sums, in k order, for the columns a whole panel would overrun (NULL: none).
+    void (*row_cols)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int cols, int acc);
 } GemmKern;
 #define ROW_PANELS 4
 // The kernel for a kiln kind on this CPU; NULL if the CPU lacks it.

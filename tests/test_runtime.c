@@ -742,6 +742,11 @@ static void test_gemm_kernels(void) {
                 // of panels (row_panels), a lone panel and a partial one, over KC panels
                 layout_case(1, 9 * nr + 5, 2 * kc + 3, L_ROW, L_ROW, L_ROW, 1),
                 layout_case(1, 4 * nr, kc - 1, L_ROW, L_ROW, L_ROW, 0),
+                // ... and fewer columns than a panel (masked, row_cols), A strided or
+                // stored transposed, beta kept or scaled
+                layout_case(1, 10, 2 * kc + 3, L_STRIDED, L_ROW, L_ROW, 0.5),
+                layout_case(1, nr - 1, 77, L_TRANS, L_ROW, L_ROW, 1),
+                layout_case(1, 2 * nr + 3, kc + 1, L_ROW, L_ROW, L_ROW, 0),
                 // Wide and deep: the AVX2 kernel's B micro-panel stays in L1 (BLIS's order)
                 layout_case(mc + 5, 1100, kc + 13, L_ROW, L_ROW, L_ROW, 1),
                 layout_case(2 * mc + 3, 1700, 2 * kc + 1, L_TRANS, L_TRANS, L_STRIDED, 0),
