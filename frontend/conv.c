@@ -207,10 +207,11 @@ static double rows_inside(int64_t oh, int64_t h, int64_t kh, int64_t dh, int64_t
 // Winograd's F(m, r) with `gain` times fewer multiplies (0: it does not): the
 // tile transforms and the shallower products (depth C) take back part of the
 // saving. Measured alone on the CNN's second layer (5x5, 32 -> 64 channels,
-// 14x14, batch 128, one thread), 2.8x fewer multiplies ran 1.43x faster with
-// AVX-512 (32 columns) and 1.6x with AVX2; the same at 3x3 (3.1x fewer, the
-// tiles overhanging 14x14) 1.35-1.43x and 1.55x; the weights' gradient 1.49x
-// and 1.57x at 5x5.
+// 14x14, batch 128, one thread), 2.8x fewer multiplies (6x6 tiles) ran 1.43x
+// faster with AVX-512 (32 columns) and 1.6x with AVX2; the same at 3x3 (3.1x
+// fewer, the tiles overhanging 14x14) 1.35-1.43x and 1.55x; the weights'
+// gradient 1.49x and 1.57x at 5x5. With 8x8 tiles, 4.8x fewer: 1.7-1.95x and
+// 2.1x, the weights' gradient 1.9x and 2.4x (this model: 1.76x, 2.14x).
 static double winograd_share(double gain, double cols) {
   return gain > 0 ? 1 / (1 + (gain - 1) * (cols >= 32 ? 0.2 : 0.3)) : 0;
 }

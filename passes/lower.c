@@ -51,21 +51,37 @@ static double work_text(const IrCtx *c, const Node *mm, char *buf, size_t len, i
 }
 
 // Winograd's F(m, r) for a convolution's window products, forward and the
-// weights' gradient (runtime/wino.c: 6x6 tiles of m = 7 - r outputs a side,
-// r = 2..5 taps, stride 1, no dilation): 36 products per tile over the
-// channels, where the windows take KH*KW per output. It pays where that saves
-// a third or more of the multiplies, counting the tiles' overhang past the
-// image's edge, and the channels are enough (16 in and out) for the tile
-// transforms, which cost per tile and channel, to stay a small share. Alone
-// (one thread, batch 128, 14x14 images, 32 -> 64 channels), against the
-// window product: 5x5 1.6x faster with AVX2 and 1.43x with AVX-512; 3x3 1.55x
-// and 1.35-1.43x; the weights' gradient 1.57x and 1.49x, 3x3 1.64x (AVX-512);
-// 16 -> 16 channels 3x3 at 16x16, 1.8x with AVX-512 (8 lanes).
+// weights' gradient (runtime/wino.c: alpha x alpha tiles, alpha 6 or 8, of
+// m = alpha - r + 1 outputs a side, r = 2..5 taps, stride 1, no dilation):
+// alpha^2 products per tile over the channels, where the windows take KH*KW
+// per output. It pays where that saves a third or more of the multiplies,
+// counting the tiles' overhang past the image's edge, and the channels are
+// enough (16 in and out) for the tile transforms, which cost per tile and
+// channel, to stay a small share. Alone (one thread, batch 128, 14x14 images,
+// 32 -> 64 channels), against the window product, with 6x6 tiles: 5x5 1.6x
+// faster with AVX2 and 1.43x with AVX-512; 3x3 1.55x and 1.35-1.43x; the
+// weights' gradient 1.57x and 1.49x, 3x3 1.64x (AVX-512); 16 -> 16 channels
+// 3x3 at 16x16, 1.8x with AVX-512 (8 lanes). 8x8 tiles, F(4, 5), take 5x5's
+// to 1.7-1.95x and its weights' gradient to 1.9x with AVX-512, 2.1x and 2.4x
+// with AVX2.
+//
+// The tile's side, as wino.c's wino_alpha chooses it (the same rule, so that
+// the reason names the F(m, r) that runs): 8 where its tiles take at most 0.8
+// of 6's products, counting the overhang, for kernels of 3 taps a side or
+// more (F(7, 2) errs the most).
+static int winograd_alpha(int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
+  if (kh < 3 || kw < 3) return 6;
+  double t6 = 36.0 * ((oh + 6 - kh) / (7 - kh)) * ((ow + 6 - kw) / (7 - kw));
+  double t8 = 64.0 * ((oh + 8 - kh) / (9 - kh)) * ((ow + 8 - kw) / (9 - kw));
+  return t8 <= 0.8 * t6 ? 8 : 6;
+}
+
 double winograd_gain(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t oh, int64_t ow,
                      int64_t c, int64_t o) {
   if (kh < 2 || kh > 5 || kw < 2 || kw > 5 || sh != 1 || sw != 1 || dh != 1 || dw != 1 || c < 16 || o < 16) return 0;
-  int64_t mh = 7 - kh, mw = 7 - kw, tiles = (oh + mh - 1) / mh * ((ow + mw - 1) / mw);
-  double gain = (double)(oh * ow * kh * kw) / (double)(tiles * 36);
+  int64_t wa = winograd_alpha(kh, kw, oh, ow), mh = wa + 1 - kh, mw = wa + 1 - kw;
+  int64_t tiles = (oh + mh - 1) / mh * ((ow + mw - 1) / mw);
+  double gain = (double)(oh * ow * kh * kw) / (double)(tiles * wa * wa);
   return gain >= 1.5 ? gain : 0;
 }
 
@@ -90,10 +106,10 @@ static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
   if (win) {   // fuse.c left the windows unmaterialized: only rt_gemm_*_win (or _wino) reads them
     K->strategy = MM_GEMM;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
-    int64_t kh = win->a.i[0], kw = win->a.i[1];
+    int64_t kh = win->a.i[0], kw = win->a.i[1], wa = winograd_alpha(kh, kw, win->shape[1].k, win->shape[2].k);
     if (K->winograd)   // rt_gemm_f32_wino's fallback is the window product
       snprintf(K->why, sizeof K->why, "winograd F(%" PRId64 "x%" PRId64 ", %" PRId64 "x%" PRId64 ")%s: m*n*k = %s, %.1fx "
-               "fewer multiplies, the tiles read from the image buf%d", 7 - kh, 7 - kw, kh, kw,
+               "fewer multiplies, the tiles read from the image buf%d", wa + 1 - kh, wa + 1 - kw, kh, kw,
                taps_rows == SCHED_WIN_TAPS_ONES ? " (weights' and bias's gradient)" : taps_rows ? " (weights' gradient)" : "",
                w, gain, img);
     else

@@ -161,13 +161,14 @@ void rt_gemm_f64_win(KRt *rt, int64_t m, int64_t n, int64_t k, const double *x, 
                      const double *b, int64_t b_rs, int64_t b_cs, double *c, int64_t c_rs, int64_t c_cs, double beta,
                      RtGemmEpilogue epi, void *ctx);
 // rt_gemm_f32_win's products by Winograd's minimal filtering (wino.c): the convolution in
-// 6x6 tiles of the image transformed, 36 products per tile over the channels instead of
-// KH*KW per output (F(2x2, 5x5): 2.8x fewer multiplies, F(4x4, 3x3): 4x). taps_rows 0 is
+// 6x6 or 8x8 tiles of the image transformed, 36 or 64 products per tile over the channels
+// instead of KH*KW per output (F(4x4, 5x5): 6.25x fewer multiplies, F(4x4, 3x3): 4x,
+// less the tiles' overhang past the image's edge). taps_rows 0 is
 // the forward product; 1 or RT_WIN_TAPS_ONES the weights' gradient (the windows'
 // transpose times dY as B), summed over the tiles in the transformed domain. For kernels
 // of 2 to 5 taps a side at stride 1 without dilation, with Kiln's own micro-kernels and
 // c_cs == 1; any other product is rt_gemm_f32_win's. Not bit for bit the window product:
-// within about 1e-6 of the largest sum of an output's terms' magnitudes.
+// within a few 1e-6 of the largest sum of an output's terms' magnitudes.
 void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom, int taps_rows,
                       const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta,
                       RtGemmEpilogue epi, void *ctx);

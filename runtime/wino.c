@@ -8,27 +8,33 @@
 // with alpha products, in a transformed domain; nested over both axes, a tile
 // of mh x mw outputs is
 //   Y = A_h^T [ sum_c (G_h w_oc G_w^T) .* (B^T d_c B) ] A_w
-// where d_c is the tile's alpha x alpha window of channel c. Here alpha = 6
-// on both axes, with the points 0, 1, -1, 2, -2 and infinity, for any kernel
-// of 2 to 5 taps a side: F(2, 5) takes 36 products per 4 outputs against 100
-// for a 5x5 kernel (2.8x fewer), F(4, 3) 36 per 16 against 144 for 3x3 (4x).
+// where d_c is the tile's alpha x alpha window of channel c. Here alpha is
+// the same on both axes, for any kernel of 2 to 5 taps a side: 6, with the
+// points 0, 1, -1, 2, -2 and infinity (F(2, 5) takes 36 products per 4
+// outputs against 100 for a 5x5 kernel, 2.8x fewer; F(4, 3) 36 per 16 against
+// 144 for 3x3, 4x), or 8, with +-1/2 as well (F(4, 5): 64 per 16 against 400,
+// 6.25x; F(6, 3): 5.1x), where its tiles take fewer products (wino_alpha):
+// larger tiles overhang a small image further.
 //
-// For each of the 36 frequencies the sum over channels is a matrix product,
+// For each of the 36 (or 64) frequencies the sum over channels is a product,
 // [tiles, C] @ [C, O], and it runs on the GEMM's own micro-kernels (their
 // rows entry: the transformed input read in place, the transformed kernel
 // packed as B panels). Unfused, the transformed input and the products are
 // 9x the image and 9x the output for F(2, 5) (the CNN's second layer would
 // write and read 29 MB and 58 MB of them per product, costing about what the
 // multiplies save); here they are made and used a block of tiles at a time,
-// sized to stay in L2 between the input transform, the 36 products and the
+// sized to stay in L2 between the input transform, the products and the
 // output transform, and the blocks are shared out to the pool's threads.
+// 8x8 tiles also move less of them: 4 values per output for F(4, 5), not 9.
 // The weights' gradient is the adjoint: per block, dU[xi] += V[xi]^T dM[xi]
 // with dM = A dY A^T, each thread its own dU, summed, then dK = G^T dU G.
 //
-// Accuracy: B^T has integer entries, G and A^T powers of 1, 2 and the
-// fractions 1/4 .. 1/24; the result is not the window product's bit for bit
-// but agrees to a few f32 ulps of the sum of the terms' magnitudes
-// (test_runtime measures it against f64 for every kernel size).
+// Accuracy: B^T's entries are multiples of 1/4, A^T's powers of 1, 2 and
+// 1/2, G's fractions; the result is not the window product's bit for bit but
+// agrees to a few f32 ulps of the sum of the terms' magnitudes (test_runtime
+// measures it against f64 for every kernel size, on both tile sizes: up to
+// 2.3e-6 of it, where 6x6 tiles alone reached 1.4e-6; a simulation in f32
+// put F(7, 2) at 5.4e-6, which is why 2-tap axes keep 6x6 tiles).
 #include "private.h"
 #include "rt.h"
 
@@ -47,8 +53,7 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-#define WA 6          // alpha: the transformed tile's side
-#define WA2 (WA * WA) // frequencies
+#define MAX_WA 8   // alpha, the transformed tile's side: 6 or 8
 
 typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
 typedef float v16 __attribute__((vector_size(16 * sizeof(float))));
@@ -60,29 +65,32 @@ static const v8 v_zero = VEC8(0);
 // One axis's transforms for an r-tap kernel: m = alpha - r + 1 outputs per tile.
 typedef struct {
     int r, m;
-    v8 g[WA][5];       // G, alpha x r: the kernel's transform (each entry in every lane)
+    v8 g[MAX_WA][5];   // G, alpha x r: the kernel's transform (each entry in every lane)
 } WinoAxis;
 
-static const double points[WA - 1] = {0, 1, -1, 2, -2};   // and infinity, the last row
+// The points, and infinity, the last row: 0, +-1, +-2 for alpha 6, and
+// +-1/2 as well for 8 (the tile code's transforms are written for these).
+static const double points[MAX_WA - 1] = {0, 1, -1, 2, -2, 0.5, -0.5};
 
 // Toom-Cook (the correlation y_i = sum_k g_k d_{i+k} is the transpose of a
 // product of polynomials): A^T[i][j] = p_j^i, G[j][k] = p_j^k / f_j with f_j =
 // prod_{l != j} (p_j - p_l), which takes B^T's rows (the coefficients of
 // prod_{l != j} (x - p_l)) to integers; infinity picks the highest power.
-static void wino_axis(WinoAxis *a, int r) {
-    a->r = r, a->m = WA - r + 1;
+static void wino_axis(WinoAxis *a, int r, int wa) {
+    a->r = r, a->m = wa - r + 1;
     memset(a->g, 0, sizeof a->g);
-    for (int j = 0; j < WA - 1; j++) {
+    for (int j = 0; j < wa - 1; j++) {
         double f = 1, p = 1;
-        for (int l = 0; l < WA - 1; l++)
+        for (int l = 0; l < wa - 1; l++)
             if (l != j) f *= points[j] - points[l];
         for (int k = 0; k < r; k++, p *= points[j]) a->g[j][k] = v_zero + (float)(p / f);
     }
-    a->g[WA - 1][r - 1] = v_zero + 1;
+    a->g[wa - 1][r - 1] = v_zero + 1;
 }
 
 typedef struct Wino {
     const float *x;
+    int wa, wa2;               // alpha and its square, the frequencies
     int64_t n, c, h, w, sn, sc, sh, sw, pt, pl, oh, ow, o;
     WinoAxis ah, aw;
     int64_t th, tw, tiles;     // tiles down and across one image, in all
@@ -96,9 +104,9 @@ typedef struct Wino {
     const GemmKern *kn;
     int64_t op, npan;          // O in whole micro-tiles (nr), and their panels
     int64_t bt;                // tiles per block, a multiple of mr
-    float *u;                  // the transformed kernel: [36][npan][C][nr]
-    float *ws;                 // per slot: V [bt][36][C], then M [bt][36][op]; with taps,
-                               // dU [36][C][op] and the bias's sums [op] after them
+    float *u;                  // the transformed kernel: [wa2][npan][C][nr]
+    float *ws;                 // per slot: V [bt][wa2][C], then M [bt][wa2][op]; with taps,
+                               // dU [wa2][C][op] and the bias's sums [op] after them
     int64_t slot_floats, nslots;
     _Atomic int64_t next;      // the next block to take (forward)
     int taps, ones;            // the weights' gradient (rt.h's taps_rows), with the bias's row
@@ -110,8 +118,8 @@ typedef struct Wino {
 } Wino;
 
 // The floats at the end of a slot of the weights' gradient: dU and the bias's sums.
-static inline int64_t grad_floats(const Wino *q) { return (WA2 * q->c + 1) * q->op; }
-// Slot s's dU (its bias's sums follow, WA2*C*op floats on).
+static inline int64_t grad_floats(const Wino *q) { return (q->wa2 * q->c + 1) * q->op; }
+// Slot s's dU (its bias's sums follow, wa2*C*op floats on).
 static inline float *slot_du(const Wino *q, int64_t s) { return q->ws + (s + 1) * q->slot_floats - grad_floats(q); }
 
 // ---- the kernel's transform: U[xi][c][o] = (G_h w_oc G_w^T)[xi] ----------------
@@ -119,7 +127,7 @@ static inline float *slot_du(const Wino *q, int64_t s) { return q->ws + (s + 1) 
 static inline __attribute__((always_inline)) void kernel_panel_body(const Wino *q, int64_t jp, int64_t c) {
     int kh = q->ah.r, kw = q->aw.r, nr = q->kn->nr;
     for (int o0 = 0; o0 < nr; o0 += 8) {
-        v8 g[5][5], t[WA][5];
+        v8 g[5][5], t[MAX_WA][5];
         for (int i = 0; i < kh; i++)
             for (int j = 0; j < kw; j++) {
                 float l[8];
@@ -130,22 +138,22 @@ static inline __attribute__((always_inline)) void kernel_panel_body(const Wino *
                 }
                 memcpy(&g[i][j], l, sizeof l);
             }
-        for (int a = 0; a < WA; a++)
+        for (int a = 0; a < q->wa; a++)
             for (int j = 0; j < kw; j++) {
                 v8 s = v_zero;
                 for (int i = 0; i < kh; i++) s += q->ah.g[a][i] * g[i][j];
                 t[a][j] = s;
             }
-        for (int a = 0; a < WA; a++)
-            for (int e = 0; e < WA; e++) {
+        for (int a = 0; a < q->wa; a++)
+            for (int e = 0; e < q->wa; e++) {
                 v8 s = v_zero;
                 for (int j = 0; j < kw; j++) s += q->aw.g[e][j] * t[a][j];
-                memcpy(q->u + (((a * WA + e) * q->npan + jp) * q->c + c) * nr + o0, &s, sizeof s);
+                memcpy(q->u + (((a * q->wa + e) * q->npan + jp) * q->c + c) * nr + o0, &s, sizeof s);
             }
     }
 }
 
-// ---- a block of tiles: input transform, 36 products, output transform --------
+// ---- a block of tiles: input transform, products, output transform ------------
 
 static inline void tile_at(const Wino *q, int64_t t, int64_t *n, int64_t *ty, int64_t *tx) {
     *n = t / (q->th * q->tw);
@@ -172,47 +180,62 @@ static void block_epilogue(const Wino *q, int64_t t0, int64_t nt) {
     }
 }
 
-// The code per tile, 8 channels at a time and 16 (wino_tile.h).
-#define VL 8
+// The code per tile, 8 channels at a time and 16, on tiles of 6 and of 8 (wino_tile.h).
 #define VT v8
 #define VEC VEC8
-#define T(name) name##_8
+#define VL 8
+#define WA 6
+#define T(name) name##_6_8
 #include "wino_tile.h"
+#undef WA
+#undef T
+#define WA 8
+#define T(name) name##_8_8
+#include "wino_tile.h"
+#undef WA
+#undef T
 #undef VL
 #undef VT
 #undef VEC
-#undef T
-#define VL 16
 #define VT v16
 #define VEC VEC16
-#define T(name) name##_16
+#define VL 16
+#define WA 6
+#define T(name) name##_6_16
 #include "wino_tile.h"
+#undef WA
+#undef T
+#define WA 8
+#define T(name) name##_8_16
+#include "wino_tile.h"
+#undef WA
+#undef T
 #undef VL
 #undef VT
 #undef VEC
-#undef T
 
 // Each compiled for its instruction set: AVX2 with 8 lanes; AVX-512 with 16
-// (its 32 vector registers also hold the transforms' 36 vectors: on the CNN's
-// second layer, 8 lanes made the transforms as long as half the products).
+// (on the CNN's second layer, 8 lanes made the transforms as long as half
+// the products).
+#define BLOCK_ENTRIES(TARGET, SFX, W)                                                                              \
+    TARGET static void block_6_##SFX(Wino *q, int64_t t0, float *v, float *m) { block_body_6_##W(q, t0, v, m); } \
+    TARGET static void block_8_##SFX(Wino *q, int64_t t0, float *v, float *m) { block_body_8_##W(q, t0, v, m); } \
+    TARGET static void taps_block_6_##SFX(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {     \
+        taps_block_body_6_##W(q, t0, v, g, du, bsum);                                                            \
+    }                                                                                                            \
+    TARGET static void taps_block_8_##SFX(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {     \
+        taps_block_body_8_##W(q, t0, v, g, du, bsum);                                                            \
+    }
 #ifdef __x86_64__
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 AVX2 static void kernel_panel_avx2(const Wino *q, int64_t jp, int64_t c) { kernel_panel_body(q, jp, c); }
-AVX2 static void block_avx2(Wino *q, int64_t t0, float *v, float *m) { block_body_8(q, t0, v, m); }
-AVX512 static void block_avx512(Wino *q, int64_t t0, float *v, float *m) { block_body_16(q, t0, v, m); }
-AVX2 static void taps_block_avx2(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {
-    taps_block_body_8(q, t0, v, g, du, bsum);
-}
-AVX512 static void taps_block_avx512(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {
-    taps_block_body_16(q, t0, v, g, du, bsum);
-}
+BLOCK_ENTRIES(AVX2, avx2, 8)
+BLOCK_ENTRIES(AVX512, avx512, 16)
 #endif
+BLOCK_ENTRIES(, base, 8)
+#undef BLOCK_ENTRIES
 static void kernel_panel_base(const Wino *q, int64_t jp, int64_t c) { kernel_panel_body(q, jp, c); }
-static void block_base(Wino *q, int64_t t0, float *v, float *m) { block_body_8(q, t0, v, m); }
-static void taps_block_base(Wino *q, int64_t t0, float *v, float *g, float *du, float *bsum) {
-    taps_block_body_8(q, t0, v, g, du, bsum);
-}
 
 // The weights' gradient from dU (the kernel's transform's adjoint):
 // dK[o][c][i][j] = sum over (a, e) of G_h[a][i] G_w[e][j] dU[a*6 + e][c][o],
@@ -222,18 +245,18 @@ static inline __attribute__((always_inline)) void kernel_grad_body(const Wino *q
     const float *du = slot_du(q, 0);
     for (int64_t o0 = 0; o0 < q->o; o0 += 8) {
         int on = q->o - o0 < 8 ? (int)(q->o - o0) : 8;
-        v8 f[WA2], t[5][WA];
-        for (int xi = 0; xi < WA2; xi++) memcpy(&f[xi], du + (xi * q->c + c) * q->op + o0, sizeof f[xi]);
+        v8 f[MAX_WA * MAX_WA], t[5][MAX_WA];
+        for (int xi = 0; xi < q->wa2; xi++) memcpy(&f[xi], du + (xi * q->c + c) * q->op + o0, sizeof f[xi]);
         for (int i = 0; i < kh; i++)
-            for (int e = 0; e < WA; e++) {
+            for (int e = 0; e < q->wa; e++) {
                 v8 s = v_zero;
-                for (int a = 0; a < WA; a++) s += q->ah.g[a][i] * f[a * WA + e];
+                for (int a = 0; a < q->wa; a++) s += q->ah.g[a][i] * f[a * q->wa + e];
                 t[i][e] = s;
             }
         for (int i = 0; i < kh; i++)
             for (int j = 0; j < kw; j++) {
                 v8 s = v_zero;
-                for (int e = 0; e < WA; e++) s += q->aw.g[e][j] * t[i][e];
+                for (int e = 0; e < q->wa; e++) s += q->aw.g[e][j] * t[i][e];
                 float *dst = q->y + ((c * kh + i) * kw + j) * q->y_rs + o0, l[8] = {0};
                 if (q->beta != 0) {
                     memcpy(l, dst, sizeof(float) * (size_t)on);
@@ -278,7 +301,7 @@ static void run_slots(void *ctx, int64_t lo, int64_t hi) {
     Wino *q = ctx;
     int64_t nblocks = (q->tiles + q->bt - 1) / q->bt;
     for (int64_t s = lo; s < hi; s++) {
-        float *v = q->ws + s * q->slot_floats, *m = v + WA2 * q->bt * q->c + q->kn->mr;
+        float *v = q->ws + s * q->slot_floats, *m = v + q->wa2 * q->bt * q->c + q->kn->mr;
         if (!q->taps) {
             for (int64_t t0; (t0 = atomic_fetch_add(&q->next, 1) * q->bt) < q->tiles;) q->block(q, t0, v, m);
             continue;
@@ -286,7 +309,7 @@ static void run_slots(void *ctx, int64_t lo, int64_t hi) {
         float *du = slot_du(q, s);
         memset(du, 0, sizeof(float) * (size_t)grad_floats(q));
         for (int64_t b = s * nblocks / q->nslots; b < (s + 1) * nblocks / q->nslots; b++)
-            q->taps_block(q, b * q->bt, v, m, du, q->ones ? du + WA2 * q->c * q->op : NULL);
+            q->taps_block(q, b * q->bt, v, m, du, q->ones ? du + q->wa2 * q->c * q->op : NULL);
     }
 }
 
@@ -306,6 +329,18 @@ static void channels_last_rows(void *ctx, int64_t lo, int64_t hi) {
         for (int64_t c = 0; c < q->c; c++)
             for (int64_t x = 0; x < q->w; x++) d[x * q->c + c] = src[c * q->sc + x * q->sw];
     }
+}
+
+// The tile's side: 8 where its tiles take at most 0.8 of alpha 6's products,
+// counting the tiles that overhang the output, and the kernel is 3 taps a
+// side or more (F(7, 2)'s error is the largest, up to 5e-6 of the terms'
+// magnitudes). passes/lower.c's winograd_alpha is the same rule: it names the
+// F(m, r) a product gets.
+static int wino_alpha(int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
+    if (kh < 3 || kw < 3) return 6;
+    double t6 = 36.0 * ((oh + 6 - kh) / (7 - kh)) * ((ow + 6 - kw) / (7 - kw));
+    double t8 = 64.0 * ((oh + 8 - kh) / (9 - kh)) * ((ow + 8 - kw) / (9 - kw));
+    return t8 <= 0.8 * t6 ? 8 : 6;
 }
 
 // F(m, r) here: 2 to 5 taps a side, at stride 1 and no dilation.
@@ -333,17 +368,21 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
         rt_gemm_f32_win(rt, m, n, k, x, geom, taps_rows, b, b_rs, b_cs, c, c_rs, c_cs, beta, epi, ctx);
         return;
     }
-    q.kernel_panel = kernel_panel_base, q.block = block_base, q.taps_block = taps_block_base;
-    q.kernel_grad = kernel_grad_base;
+    q.wa = wino_alpha(geom[RT_WIN_KH], geom[RT_WIN_KW], q.oh, q.ow), q.wa2 = q.wa * q.wa;
+    int big = q.wa == 8;
+    q.kernel_panel = kernel_panel_base, q.kernel_grad = kernel_grad_base;
+    q.block = big ? block_8_base : block_6_base, q.taps_block = big ? taps_block_8_base : taps_block_6_base;
 #ifdef __x86_64__
     if (q.kn->vec != WIN_VEC_NONE) {   // the AVX2 and AVX-512 kernels' CPUs
         int wide = q.kn->vec == WIN_VEC_AVX512;
         q.kernel_panel = kernel_panel_avx2, q.kernel_grad = kernel_grad_avx2;
-        q.block = wide ? block_avx512 : block_avx2, q.taps_block = wide ? taps_block_avx512 : taps_block_avx2;
+        q.block = wide ? (big ? block_8_avx512 : block_6_avx512) : (big ? block_8_avx2 : block_6_avx2);
+        q.taps_block = wide ? (big ? taps_block_8_avx512 : taps_block_6_avx512)
+                            : (big ? taps_block_8_avx2 : taps_block_6_avx2);
     }
 #endif
-    wino_axis(&q.ah, (int)geom[RT_WIN_KH]);
-    wino_axis(&q.aw, (int)geom[RT_WIN_KW]);
+    wino_axis(&q.ah, (int)geom[RT_WIN_KH], q.wa);
+    wino_axis(&q.aw, (int)geom[RT_WIN_KW], q.wa);
     q.th = (q.oh + q.ah.m - 1) / q.ah.m, q.tw = (q.ow + q.aw.m - 1) / q.aw.m;
     q.tiles = q.n * q.th * q.tw;
     int64_t mr = q.kn->mr, nr = q.kn->nr, threads = rt_threads(rt);
@@ -351,7 +390,7 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
     // A block's V and M (or dM) fill half of L2, with a slot's dU; at least
     // four blocks per thread where there are enough tiles, for the pool's
     // threads to share evenly.
-    int64_t per_tile = WA2 * (q.c + q.op) * (int64_t)sizeof(float), dU = q.taps ? grad_floats(&q) : 0;
+    int64_t per_tile = q.wa2 * (q.c + q.op) * (int64_t)sizeof(float), dU = q.taps ? grad_floats(&q) : 0;
     q.bt = (gemm_l2_bytes() / 2 - dU * (int64_t)sizeof(float)) / per_tile / mr * mr;
     int64_t even = round_up((q.tiles + 4 * threads - 1) / (4 * threads), mr);
     if (q.bt > even) q.bt = even;
@@ -359,8 +398,8 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
     int64_t nblocks = (q.tiles + q.bt - 1) / q.bt;
     q.nslots = threads < nblocks ? threads : nblocks;
     // (mr floats between V and M: the last panel of channels reads that far past V.)
-    q.slot_floats = round_up(WA2 * q.bt * q.c + mr + WA2 * q.bt * q.op + dU, 16);
-    int64_t u_floats = q.taps ? 0 : round_up(WA2 * q.op * q.c, 16);
+    q.slot_floats = round_up(q.wa2 * q.bt * q.c + mr + q.wa2 * q.bt * q.op + dU, 16);
+    int64_t u_floats = q.taps ? 0 : round_up(q.wa2 * q.op * q.c, 16);
     int64_t cl_floats = q.sc != 1 && q.c > 1 ? round_up(q.n * q.h * q.w * q.c, 16) : 0;
     size_t bytes = sizeof(float) * (size_t)(u_floats + cl_floats + q.nslots * q.slot_floats);
     int own = !rt || rt_in_parallel();
@@ -379,7 +418,7 @@ void rt_gemm_f32_wino(KRt *rt, int64_t m, int64_t n, int64_t k, const float *x, 
         if (q.nslots > 1) rt_parallel_for(rt, sum_slots, &q, grad_floats(&q), 4096);
         rt_parallel_for(rt, kernel_grad_items, &q, q.c, 1);
         if (q.ones) {
-            const float *bsum = slot_du(&q, 0) + WA2 * q.c * q.op;
+            const float *bsum = slot_du(&q, 0) + q.wa2 * q.c * q.op;
             float *row = q.y + taps * q.y_rs;
             for (int64_t o = 0; o < q.o; o++) row[o] = bsum[o] + (beta != 0 ? beta * row[o] : 0);
             if (epi) epi(ctx, taps * q.y_rs, q.y_rs, 1, q.o);

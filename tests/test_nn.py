@@ -356,15 +356,18 @@ def wide_conv_gradients(S, rng):
 # (runtime/wino.c: 2..5-tap kernels at stride 1, 16 or more channels in and
 # out): the output and both gradients in f32 against NumPy, with and without
 # threads, and the same layers with KILN_WINOGRAD=0 (the window product). Kernels
-# 5x5 (F(2, 5)), 3x3 (F(4, 3)), 4x2 (F(3, 4) x F(5, 2)); images whose tiles
-# overhang the output; enough values that the folder leaves the layers alone.
+# 5x5 (F(4, 5), 8x8 tiles), 3x3 (F(4, 3), 6x6), 4x2 (F(3, 4) x F(5, 2)), 3x3
+# (F(6, 3)), 4x4 (F(5, 4)); images whose tiles overhang the output; enough
+# values that the folder leaves the layers alone.
 # Winograd's error goes with the sums of the terms' magnitudes (a tile's
 # rounding spreads over its outputs), so besides rtol 1e-4 each value may be
 # off by 1e-5 of the largest such sum (test_runtime's bound; seen: 1.4e-6).
-WINOGRAD_CASES = [
+WINOGRAD_CASES = [   # the tiles: 8x8, 6x6, 6x6, 8x8, 8x8 (runtime/wino.c, wino_alpha)
     ((2, 16, 9, 9), (16, 16, 5, 5), "same"),
     ((2, 17, 10, 7), (18, 17, 3, 3), "same"),
     ((1, 24, 11, 9), (20, 24, 4, 2), 1),
+    ((2, 16, 12, 12), (16, 16, 3, 3), 0),
+    ((1, 17, 14, 14), (16, 17, 4, 4), 1),
 ]
 
 

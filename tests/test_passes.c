@@ -1091,9 +1091,12 @@ typedef struct {
 
 static void test_lower_winograd(void) {
   static const WinoPick cases[] = {
-      {"the CNN's second layer", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(2x2, 5x5): "},
+      {"the CNN's second layer (8x8 tiles)", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(4x4, 5x5): "},
       {"3x3 on 7x7 images (tiles overhang)", 16, 7, 16, 3, 3, 1, 1, DT_F32, 1, 1, "winograd F(4x4, 3x3): "},
-      {"a 4x2 kernel", 24, 12, 20, 4, 2, 1, 1, DT_F32, 1, 1, "winograd F(3x5, 4x2): "},
+      {"3x3 on 16x16 (8x8 tiles no fewer products)", 16, 16, 16, 3, 3, 1, 1, DT_F32, 1, 1, "winograd F(4x4, 3x3): "},
+      {"3x3 on 18x18 (8x8 tiles 0.64 of the products)", 16, 18, 16, 3, 3, 1, 1, DT_F32, 1, 1, "winograd F(6x6, 3x3): "},
+      {"a 5x3 kernel", 16, 14, 16, 5, 3, 1, 1, DT_F32, 1, 1, "winograd F(4x6, 5x3): "},
+      {"a 4x2 kernel (6x6 tiles: F(7, 2) errs the most)", 24, 12, 20, 4, 2, 1, 1, DT_F32, 1, 1, "winograd F(3x5, 4x2): "},
       {"the option off", 32, 14, 64, 5, 5, 1, 1, DT_F32, 0, 0, "gemm: "},
       {"f64", 32, 14, 64, 5, 5, 1, 1, DT_F64, 1, 0, "gemm: "},
       {"stride 2", 32, 14, 64, 3, 3, 2, 1, DT_F32, 1, 0, "gemm: "},
@@ -1102,7 +1105,7 @@ static void test_lower_winograd(void) {
       {"8 outputs", 32, 14, 8, 5, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"a 1x5 kernel", 32, 14, 64, 1, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"a 2x2 kernel on 3x3 images (too few outputs per tile)", 32, 3, 32, 2, 2, 1, 1, DT_F32, 1, 0, "gemm: "},
-      {"the weights' gradient", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(2x2, 5x5) (weights' gradient): ", 1},
+      {"the weights' gradient", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(4x4, 5x5) (weights' gradient): ", 1},
       {"the weights' gradient, stride 2", 32, 14, 64, 3, 3, 2, 1, DT_F32, 1, 0, "gemm: ", 1},
       {"the weights' gradient, the option off", 32, 14, 64, 3, 3, 1, 1, DT_F32, 0, 0, "gemm: ", 1},
   };

@@ -1505,16 +1505,18 @@ static double wino_case(KRt *rt, const WinoCase *t, int taps_rows, int epi) {
 
 static void test_gemm_winograd(void) {
     static const WinoCase cases[] = {
-        {4, 32, 14, 14, 5, 5, 2, 2, 2, 2, 64, 1, 0},    // the CNN's second layer, a smaller batch
+        {4, 32, 14, 14, 5, 5, 2, 2, 2, 2, 64, 1, 0},    // the CNN's second layer, a smaller batch: F(4, 5)
         {3, 64, 14, 14, 5, 5, 2, 2, 2, 2, 32, 1, 0},    // its input gradient (a transposed convolution)
         {2, 16, 16, 16, 3, 3, 1, 1, 1, 1, 16, 0, 0},    // 3x3 "same", planar: F(4, 3)
         {2, 19, 9, 11, 4, 4, 1, 2, 2, 1, 21, 1, 0},     // 4x4: F(3, 4), odd channels and outputs
         {1, 24, 7, 8, 2, 2, 0, 0, 1, 1, 40, 0, 0.5f},   // 2x2: F(5, 2), beta
-        {2, 17, 10, 13, 5, 3, 2, 0, 2, 0, 33, 1, 0},    // 5x3: F(2, 5) x F(4, 3)
+        {2, 17, 10, 13, 5, 3, 2, 0, 2, 0, 33, 1, 0},    // 5x3 on 8x8 tiles: F(4, 5) x F(6, 3)
         {2, 20, 6, 9, 2, 5, 0, 2, 0, 2, 18, 0, 1.0f},   // 2x5, beta 1
-        {1, 16, 5, 5, 3, 4, 3, 0, 3, 2, 17, 1, 0},      // windows wholly in the padding
-        {5, 9, 12, 12, 3, 3, 0, 0, 0, 0, 12, 1, 0},     // "valid", channels short of a vector
+        {1, 16, 5, 5, 3, 4, 3, 0, 3, 2, 17, 1, 0},      // windows wholly in the padding (8x8 tiles)
+        {5, 9, 12, 12, 3, 3, 0, 0, 0, 0, 12, 1, 0},     // "valid", channels short of a vector: F(6, 3)
         {3, 48, 8, 8, 5, 5, 2, 2, 2, 2, 16, 0, 0},      // 64 -> 16 at 8x8, as the cost model's case
+        {2, 19, 13, 11, 4, 4, 1, 2, 2, 1, 21, 0, 0.5f}, // 4x4 planar, beta: F(5, 4)
+        {2, 16, 18, 18, 3, 3, 1, 1, 1, 1, 16, 0, 1.0f}, // 3x3 on 18x18, planar, beta 1: F(6, 3)
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis"};
     char *keep = gemm_env_save();

@@ -570,7 +570,7 @@ def t_conv_lowering():
           any(l.startswith("# conv2d [B, 32, 14, 14] x [64, 32, 5, 5]: im2col+GEMM") for l in notes), out)
     # CIFAR-shaped layers with many input channels: the kernel lowering (im2col's
     # costs with C and O swapped) for 8 outputs. For 16 outputs of 5x5, im2col,
-    # whose products run as Winograd's F(2, 5) (2.8x fewer multiplies); without
+    # whose products run as Winograd's F(4, 5) (6.25x fewer multiplies); without
     # it (KILN_WINOGRAD=0) its products are 16 columns wide and the GEMM's
     # micro-tile decides (the benchmark's measurements): a whole AVX2 tile, so
     # im2col, whose windows the GEMM packs from the image; half an AVX-512
