@@ -434,8 +434,8 @@ def report(res, a):
     w(f"FLOPs per image counted from the layer shapes: forward {fl['forward'] / 1e6:.2f} M, "
       f"training step {fl['train'] / 1e6:.2f} M (forward + weight gradients + input gradients of all but the "
       "first layer; elementwise ops, pooling and the optimizer not counted). These are a direct convolution's "
-      "multiply-adds: Kiln computes the second conv layer's three products by Winograd's F(2, 5), with 2.8x fewer "
-      "multiplies (runtime/wino.c), so its share is an effective rate, the work done as if directly.\n")
+      "multiply-adds: Kiln computes the second conv layer's three products by Winograd's F(4, 5) on 8x8 tiles, with "
+      "4.8x fewer multiplies (runtime/wino.c), so its share is an effective rate, the work done as if directly.\n")
     w("| threads | " + " | ".join(NAME[s] for s in systems) + " |")
     w("|---|" + "---|" * len(systems))
     for t in th:
