@@ -67,20 +67,25 @@ static const VT T(half) = VEC(0.5f), T(quarter) = VEC(0.25f), T(eighth) = VEC(0.
 // Alpha 8, the points 0, +-1, +-2, +-1/2 and infinity. Each pair +-p of rows
 // is an even part plus or minus an odd one: B^T's row for -p has the
 // coefficients of p's with the odd powers' signs turned, and A^T's column for
-// -p is p's powers with the odd ones' signs turned.
+// -p is p's powers with the odd ones' signs turned. The three pairs' rows,
+// o[s] .. o[6s], from their parts:
+static inline __attribute__((always_inline)) void T(pairs)(VT *o, int s, const VT *even, const VT *odd) {
+    for (int k = 0; k < 3; k++) {
+        o[(2 * k + 1) * s] = even[k] + odd[k];
+        o[(2 * k + 2) * s] = even[k] - odd[k];
+    }
+}
+
 static inline __attribute__((always_inline)) void T(bt)(VT *o, const VT *d, int s) {
     VT d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s], d6 = d[6 * s],
        d7 = d[7 * s];
-    VT e1 = d2 + d6 - T(seventeen_4) * d4, o1 = d1 + d5 - T(seventeen_4) * d3;   // +-1
-    VT e2 = T(quarter) * d2 + d6 - T(five_4) * d4, o2 = T(half) * d1 + T(two) * d5 - T(five_2) * d3;   // +-2
-    VT e3 = T(four) * d2 + d6 - T(five) * d4, o3 = T(two) * d1 + T(half) * d5 - T(five_2) * d3;     // +-1/2
+    VT even[3] = {d2 + d6 - T(seventeen_4) * d4,                  // +-1
+                  T(quarter) * d2 + d6 - T(five_4) * d4,          // +-2
+                  T(four) * d2 + d6 - T(five) * d4};              // +-1/2
+    VT odd[3] = {d1 + d5 - T(seventeen_4) * d3, T(half) * d1 + T(two) * d5 - T(five_2) * d3,
+                 T(two) * d1 + T(half) * d5 - T(five_2) * d3};
     o[0] = d6 - d0 + T(twentyone_4) * (d2 - d4);
-    o[s] = e1 + o1;
-    o[2 * s] = e1 - o1;
-    o[3 * s] = e2 + o2;
-    o[4 * s] = e2 - o2;
-    o[5 * s] = e3 + o3;
-    o[6 * s] = e3 - o3;
+    T(pairs)(o, s, even, odd);
     o[7 * s] = d7 - d1 + T(twentyone_4) * (d3 - d5);
 }
 
@@ -102,18 +107,11 @@ static inline __attribute__((always_inline)) void T(at)(VT *out, int os, const V
 static inline __attribute__((always_inline)) void T(ag)(VT *z, int zs, const VT *g, int s, const int m) {
     VT g0 = g[0], g1 = m > 1 ? g[s] : T(zero), g2 = m > 2 ? g[2 * s] : T(zero), g3 = m > 3 ? g[3 * s] : T(zero),
        g4 = m > 4 ? g[4 * s] : T(zero), g5 = m > 5 ? g[5 * s] : T(zero), g6 = m > 6 ? g[6 * s] : T(zero);
-    VT e1 = g0 + g2 + g4 + g6, o1 = g1 + g3 + g5;
-    VT e2 = g0 + T(four) * g2 + T(sixteen) * g4 + T(p64) * g6,
-       o2 = T(two) * g1 + T(eight) * g3 + T(p32) * g5;
-    VT e3 = g0 + T(quarter) * g2 + T(sixteenth) * g4 + T(m64) * g6,
-       o3 = T(half) * g1 + T(eighth) * g3 + T(m32) * g5;
+    VT even[3] = {g0 + g2 + g4 + g6, g0 + T(four) * g2 + T(sixteen) * g4 + T(p64) * g6,
+                  g0 + T(quarter) * g2 + T(sixteenth) * g4 + T(m64) * g6};
+    VT odd[3] = {g1 + g3 + g5, T(two) * g1 + T(eight) * g3 + T(p32) * g5, T(half) * g1 + T(eighth) * g3 + T(m32) * g5};
     z[0] = g0;
-    z[zs] = e1 + o1;
-    z[2 * zs] = e1 - o1;
-    z[3 * zs] = e2 + o2;
-    z[4 * zs] = e2 - o2;
-    z[5 * zs] = e3 + o3;
-    z[6 * zs] = e3 - o3;
+    T(pairs)(z, zs, even, odd);
     z[7 * zs] = g[(m - 1) * s];
 }
 #endif
