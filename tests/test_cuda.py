@@ -35,7 +35,12 @@ import kiln_testlib  # noqa: E402
 from kiln_testlib import Tally  # noqa: E402
 
 ARCHS = ["sm_80", "sm_90"]
-BATCH = 60        # checks per generated program
+BATCH = 60        # checks per generated program, at most
+# ... and at most this much text: a program's literals and printed elements
+# cost `kiln emit-cuda` about 1.6 GB per MB of text (every graph and its
+# kernels at once); 14.8 MB of the nn suite's Winograd layers took 24 GB, all
+# of the CI machine's memory.
+PROGRAM_BYTES = 3 << 20
 BUNDLE = 40       # graphs per NVRTC run
 
 
@@ -67,10 +72,16 @@ def suite_programs(kiln, name):
     s = kiln_testlib.Suite(kiln)
     mod.build(s, np.random.default_rng(20240611))
     progs = []
-    for i in range(0, len(s.checks), BATCH):
-        checks = s.checks[i:i + BATCH]
+
+    def add(checks):
         src, _ = s._program(checks)
-        progs.append((src, [c.name for c in checks]))
+        if len(src) > PROGRAM_BYTES and len(checks) > 1:
+            add(checks[:len(checks) // 2])
+            add(checks[len(checks) // 2:])
+        else:
+            progs.append((src, [c.name for c in checks]))
+    for i in range(0, len(s.checks), BATCH):
+        add(s.checks[i:i + BATCH])
     return progs
 
 
