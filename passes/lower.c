@@ -70,7 +70,7 @@ static double work_text(const IrCtx *c, const Node *mm, char *buf, size_t len, i
 // of 6's products, counting the overhang, for kernels of 3 taps a side or
 // more (F(7, 2) errs the most).
 static int winograd_alpha(int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
-  if (kh < 3 || kw < 3) return 6;
+  if (kh < 3 || kw < 3 || kh > 5 || kw > 5) return 6;
   double t6 = 36.0 * ((oh + 6 - kh) / (7 - kh)) * ((ow + 6 - kw) / (7 - kw));
   double t8 = 64.0 * ((oh + 8 - kh) / (9 - kh)) * ((ow + 8 - kw) / (9 - kw));
   return t8 <= 0.8 * t6 ? 8 : 6;
@@ -106,7 +106,8 @@ static void lower_matmul(const Schedule *s, Kernel *K, const LowerOpts *o) {
   if (win) {   // fuse.c left the windows unmaterialized: only rt_gemm_*_win (or _wino) reads them
     K->strategy = MM_GEMM;
     int img = sched_view_base(s, win->src[0], &base) ? sched_buf(s, base) : -1;
-    int64_t kh = win->a.i[0], kw = win->a.i[1], wa = winograd_alpha(kh, kw, win->shape[1].k, win->shape[2].k);
+    int64_t kh = win->a.i[0], kw = win->a.i[1];
+    int64_t wa = K->winograd ? winograd_alpha(kh, kw, win->shape[1].k, win->shape[2].k) : 6;
     if (K->winograd)   // rt_gemm_f32_wino's fallback is the window product
       snprintf(K->why, sizeof K->why, "winograd F(%" PRId64 "x%" PRId64 ", %" PRId64 "x%" PRId64 ")%s: m*n*k = %s, %.1fx "
                "fewer multiplies, the tiles read from the image buf%d", wa + 1 - kh, wa + 1 - kw, kh, kw,

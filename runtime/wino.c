@@ -337,7 +337,7 @@ static void channels_last_rows(void *ctx, int64_t lo, int64_t hi) {
 // magnitudes). passes/lower.c's winograd_alpha is the same rule: it names the
 // F(m, r) a product gets.
 static int wino_alpha(int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
-    if (kh < 3 || kw < 3) return 6;
+    if (kh < 3 || kw < 3 || kh > 5 || kw > 5) return 6;   // (wino_applies has refused larger ones)
     double t6 = 36.0 * ((oh + 6 - kh) / (7 - kh)) * ((ow + 6 - kw) / (7 - kw));
     double t8 = 64.0 * ((oh + 8 - kh) / (9 - kh)) * ((ow + 8 - kw) / (9 - kw));
     return t8 <= 0.8 * t6 ? 8 : 6;

@@ -1104,6 +1104,8 @@ static void test_lower_winograd(void) {
       {"8 input channels", 8, 14, 64, 5, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"8 outputs", 32, 14, 8, 5, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"a 1x5 kernel", 32, 14, 64, 1, 5, 1, 1, DT_F32, 1, 0, "gemm: "},
+      {"a 7x7 kernel (no tile size of its own)", 32, 14, 64, 7, 7, 1, 1, DT_F32, 1, 0, "gemm: "},
+      {"a 9x3 kernel", 32, 14, 64, 9, 3, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"a 2x2 kernel on 3x3 images (too few outputs per tile)", 32, 3, 32, 2, 2, 1, 1, DT_F32, 1, 0, "gemm: "},
       {"the weights' gradient", 32, 14, 64, 5, 5, 1, 1, DT_F32, 1, 1, "winograd F(4x4, 5x5) (weights' gradient): ", 1},
       {"the weights' gradient, stride 2", 32, 14, 64, 3, 3, 2, 1, DT_F32, 1, 0, "gemm: ", 1},
