@@ -602,14 +602,24 @@ static int64_t narrow_kc(int64_t nb, int64_t kc) {
 // best of 21-31 each: n = 2048 0.79 -> 1.01, 1024 0.89 -> 0.97, 128x1024x3136
 // 1.02 -> 1.15). It loses where B is narrow (n = 64 and 128: 0.99 -> 0.62,
 // 1.09 -> 0.90), and where k fits one KC panel C is written once either way.
-// So a kernel that asks for it (AVX2; the AVX-512 kernel's 14 x 32 needs fewer
-// bytes per cycle of an L2 twice as fast, and measured no slower in the first
-// order) takes the second for tiles of at least this many columns, k of a whole
-// KC and some rows. The A block is then packed (it stays in L2 while B's
-// panels pass), and B's block is thousands of columns wide, as BLIS's is,
-// kept in L3: a narrow one would repack A once per NC columns (2048: 0.92 at
-// NC 480, 1.01 at 4096). KC is the same in both orders, so the sums, and the
-// bits, are too.
+// So a kernel that asks for it (AVX2, on every L2) takes the second for tiles
+// of at least this many columns, k of a whole KC and some rows. The A block is
+// then packed (it stays in L2 while B's panels pass), and B's block is
+// thousands of columns wide, as BLIS's is, kept in L3: a narrow one would
+// repack A once per NC columns (2048: 0.92 at NC 480, 1.01 at 4096). KC is the
+// same in both orders, so the sums, and the bits, are too.
+//
+// The AVX-512 kernel's 14 x 32 asks for it where L2 is under 2 MiB (its
+// b_stays_l2). On the Xeon (2 MiB L2, 48 KiB L1) it measured no slower in the
+// first order. On an
+// AMD EPYC with AVX-512 (Zen 4: 1 MiB L2, 32 KiB L1; 2026-12-06, gemm_kernels,
+// best of 5 alternating with BLIS) the first order held n = 1024 and 2048 at
+// 0.74-0.78x BLIS, whatever the KC (160 to 512), and the second took them to
+// 0.93-0.94x at one thread; the products of the training steps do not reach
+// the rule (their k is under KC, or their tiles are narrower). The rows: at
+// least MC, or B_STAYS_COLS where MC is more (812 there), so that the two
+// 512-row tiles of n = 1024 at two threads take it: 159 -> 200 GFLOP/s (BLIS
+// 187 alone), where 256-row tiles (n = 512) lost, 211 -> 196.
 //
 // An epilogue runs on each block of C once it is final. In the first order a
 // block is NC columns wide, and NC is a few hundred where L2 is small (192 on
@@ -664,7 +674,8 @@ static void block_sizes(Gemm *g) {
     g->direct_b = g->b_cs == 1 && g->b_rs > 0 && (g->m <= kn->mr * (g->transposed ? 2 : 1) || packed_already);
     int strips = g->epi && round_up(g->nb, kn->nr) > nc;   // the hook would get rows cut into NC-wide strips
     g->b_stays = !g->win && !g->direct_b &&
-                 (strips || (kn->b_stays && g->k >= kc && g->nb >= B_STAYS_COLS && g->mb >= mc));
+                 (strips || (l2_bytes < kn->b_stays_l2 && g->k >= kc && g->nb >= B_STAYS_COLS &&
+                             g->mb >= min64(mc, B_STAYS_COLS)));
     if (g->b_stays) {
         g->direct_a = 0;
         nc = B_STAYS_NC;

@@ -358,9 +358,9 @@ AVX512 static void row_cols_avx512(int64_t k, const float *a, int64_t ak, const 
 static const GemmKern kerns[] = {
     [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL, NULL, NULL},
 #ifdef KILN_X86
-    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, 1, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2,
+    [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, INT64_MAX, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2,
                          row_panels_avx2, pixels_avx2, row_cols_avx2},
-    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, 0, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
+    [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, 2 << 20, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
                           pack_b_avx512, row_panels_avx512, NULL, row_cols_avx512},
 #endif
 };

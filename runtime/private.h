@@ -94,7 +94,9 @@ typedef struct {
     const char *name;
     int mr, nr;
     int vec;   // the window packers' instruction set that goes with this kernel: WIN_VEC_*
-    int b_stays;   // large deep products keep a B micro-panel in L1 and stream A (gemm.c, block_sizes)
+    // Large deep products keep a B micro-panel in L1 and stream A (gemm.c,
+    // block_sizes) on CPUs whose L2 per core is under this many bytes (0: never).
+    int64_t b_stays_l2;
     void (*fn)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int64_t ldc, int acc);
     // The same with mr whole rows of a row-major A read in place, a[i*lda + p].
     void (*rows)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int acc);

@@ -828,14 +828,20 @@ static void gemm_rows_independent(int M, int K, int N) {
 // product with a small row-major A runs transposed (C^T = B^T A^T) and one
 // row does not, with the same KC panels, so each row of x @ W (logreg's
 // 784 x 10) is the same to the bit at batch 1, 15, 64 and 100, on every kernel
-// and thread count. Likewise a wide and deep one, which the AVX2 kernel runs
-// in BLIS's order (B's micro-panel in L1) from MC rows on, and one row does not.
+// and thread count. Likewise a wide and deep one, which the AVX2 kernel (and
+// the AVX-512 one where L2 is small) runs in BLIS's order (B's micro-panel in
+// L1) from MC rows, or 512 where MC is more, and one row does not.
 static void test_gemm_rows_independent(void) {
-    int64_t mc = 100, kc, nc;
-    const GemmKern *avx2 = gemm_kern_pick(GEMM_KILN_AVX2);
-    if (avx2) gemm_blocks(avx2, &mc, &kc, &nc);
+    int64_t rows = 100, mc, kc, nc;
+    const GemmKern *kerns[] = {gemm_kern_pick(GEMM_KILN_AVX2), gemm_kern_pick(GEMM_KILN_AVX512)};
+    for (int i = 0; i < 2; i++)
+        if (kerns[i]) {
+            gemm_blocks(kerns[i], &mc, &kc, &nc);
+            if (mc > 512) mc = 512;
+            if (mc > rows) rows = mc;
+        }
     gemm_rows_independent(100, 784, 10);
-    gemm_rows_independent((int)mc + 7, 700, 600);
+    gemm_rows_independent((int)rows + 7, 700, 600);
 }
 
 static void test_philox(void) {

@@ -616,7 +616,7 @@ def main():
         a.micro_reps = 3
         a.timeout = a.timeout or 900
     else:
-        a.steps = {"logreg": 100, "mlp": 40, "cnn": 8}
+        a.steps = {"logreg": 100, "mlp": 100, "cnn": 8}
         a.reps = a.reps or 2
         a.micro_reps = 1
         a.timeout = a.timeout or 240
