@@ -611,15 +611,15 @@ static int64_t narrow_kc(int64_t nb, int64_t kc) {
 //
 // The AVX-512 kernel's 14 x 32 asks for it where L2 is under 2 MiB (its
 // b_stays_l2). On the Xeon (2 MiB L2, 48 KiB L1) it measured no slower in the
-// first order. On an
-// AMD EPYC with AVX-512 (Zen 4: 1 MiB L2, 32 KiB L1; 2026-12-06, gemm_kernels,
-// best of 5 alternating with BLIS) the first order held n = 1024 and 2048 at
-// 0.74-0.78x BLIS, whatever the KC (160 to 512), and the second took them to
-// 0.93-0.94x at one thread; the products of the training steps do not reach
-// the rule (their k is under KC, or their tiles are narrower). The rows: at
-// least MC, or B_STAYS_COLS where MC is more (812 there), so that the two
-// 512-row tiles of n = 1024 at two threads take it: 159 -> 200 GFLOP/s (BLIS
-// 187 alone), where 256-row tiles (n = 512) lost, 211 -> 196.
+// first order. On an AMD EPYC with AVX-512 (Zen 4: 1 MiB L2, 32 KiB L1;
+// 2026-12-06, gemm_kernels, best of 5 alternating with BLIS) the first order
+// held n = 1024 and 2048 at 0.74-0.78x BLIS, whatever the KC (160 to 512), and
+// the second took them to 0.93-0.94x at one thread; the products of the
+// training steps do not reach the rule (their k is under KC, or their tiles
+// are narrower). The rows: at least MC, or B_STAYS_COLS where MC is more (812
+// there), so that the two 512-row tiles of n = 1024 at two threads take it:
+// 159 -> 200 GFLOP/s (BLIS 187 alone), where 256-row tiles (n = 512) lost,
+// 211 -> 196.
 //
 // An epilogue runs on each block of C once it is final. In the first order a
 // block is NC columns wide, and NC is a few hundred where L2 is small (192 on
@@ -635,6 +635,16 @@ static int64_t narrow_kc(int64_t nb, int64_t kc) {
 // bias and ReLU written to new buffers 0.95-1.09x, within the noise.
 #define B_STAYS_COLS 512
 #define B_STAYS_NC 4096
+
+static int64_t b_stays_rows(const GemmKern *kn, int64_t mc) {
+    return l2_bytes < kn->b_stays_l2 ? min64(mc, B_STAYS_COLS) : 0;
+}
+
+int64_t gemm_b_stays_rows(const GemmKern *kn) {
+    int64_t mc, kc, nc;
+    gemm_blocks(kn, &mc, &kc, &nc);
+    return b_stays_rows(kn, mc);
+}
 
 // A's rows go a micro-panel at a time (read in place, or a window's pixels).
 static int rows_by_panel(const Gemm *g) { return g->direct_a || (g->win && !g->win->taps_rows); }
@@ -673,9 +683,9 @@ static void block_sizes(Gemm *g) {
     int packed_already = (g->b_rs == kn->nr || (narrow_deep(g, kc) && whole_lines)) && (uintptr_t)g->b % RT_ALIGN == 0;
     g->direct_b = g->b_cs == 1 && g->b_rs > 0 && (g->m <= kn->mr * (g->transposed ? 2 : 1) || packed_already);
     int strips = g->epi && round_up(g->nb, kn->nr) > nc;   // the hook would get rows cut into NC-wide strips
+    int64_t rows = b_stays_rows(kn, mc);
     g->b_stays = !g->win && !g->direct_b &&
-                 (strips || (l2_bytes < kn->b_stays_l2 && g->k >= kc && g->nb >= B_STAYS_COLS &&
-                             g->mb >= min64(mc, B_STAYS_COLS)));
+                 (strips || (rows && g->k >= kc && g->nb >= B_STAYS_COLS && g->mb >= rows));
     if (g->b_stays) {
         g->direct_a = 0;
         nc = B_STAYS_NC;

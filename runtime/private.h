@@ -133,6 +133,9 @@ const GemmKern *gemm_kern_pick(int kind);
 // The block sizes gemm.c uses with kn (rows of A, depth, columns of B per block),
 // from this machine's cache sizes.
 void gemm_blocks(const GemmKern *kn, int64_t *mc, int64_t *kc, int64_t *nc);
+// The rows from which a tile of kn takes BLIS's loop order (gemm.c, with its
+// other conditions) on this machine; 0: never.
+int64_t gemm_b_stays_rows(const GemmKern *kn);
 int64_t gemm_l2_bytes(void);   // this machine's L2 per core (1 MiB where unknown)
 static inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 

@@ -832,14 +832,11 @@ static void gemm_rows_independent(int M, int K, int N) {
 // the AVX-512 one where L2 is small) runs in BLIS's order (B's micro-panel in
 // L1) from MC rows, or 512 where MC is more, and one row does not.
 static void test_gemm_rows_independent(void) {
-    int64_t rows = 100, mc, kc, nc;
-    const GemmKern *kerns[] = {gemm_kern_pick(GEMM_KILN_AVX2), gemm_kern_pick(GEMM_KILN_AVX512)};
-    for (int i = 0; i < 2; i++)
-        if (kerns[i]) {
-            gemm_blocks(kerns[i], &mc, &kc, &nc);
-            if (mc > 512) mc = 512;
-            if (mc > rows) rows = mc;
-        }
+    int64_t rows = 100;
+    for (size_t q = 0; q < sizeof kiln_kinds / sizeof *kiln_kinds; q++) {
+        const GemmKern *kn = gemm_kern_pick(kiln_kinds[q].kind);
+        if (kn && gemm_b_stays_rows(kn) > rows) rows = gemm_b_stays_rows(kn);
+    }
     gemm_rows_independent(100, 784, 10);
     gemm_rows_independent((int)rows + 7, 700, 600);
 }
