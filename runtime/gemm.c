@@ -113,6 +113,7 @@ typedef struct {
     const GemmKern *kern;
     int64_t mc, kc, nc;   // block sizes, multiples of the kernel's mr, -, nr
     int64_t kc_keep;      // KC as the untransposed problem had it (0: choose)
+    int64_t kc_wide;      // KC of a wide, deep product (wide_kc; 0: gemm_blocks')
     int64_t ks, k0;       // parts the depth is cut into (split_depth; 1: none); a part's first k
     float *parts;         // parts 1.. of such a product, m x n each, summed into C afterwards
     float *ws;   // packing buffers, slot_floats per thread slot
@@ -614,7 +615,10 @@ static int64_t narrow_kc(int64_t nb, int64_t kc) {
 // first order. On an AMD EPYC with AVX-512 (Zen 4: 1 MiB L2, 32 KiB L1;
 // 2026-12-06, gemm_kernels, best of 5 alternating with BLIS) the first order
 // held n = 1024 and 2048 at 0.74-0.78x BLIS, whatever the KC (160 to 512), and
-// the second took them to 0.93-0.94x at one thread; the products of the
+// the second took them to 0.93-0.94x at one thread (most of the first order's
+// loss was A's rows read in place 4 and 8 KiB apart, crowding one L1 set:
+// packed, rows_crowd_l1, it gives 0.91x; the second order with wide_kc's KC,
+// 0.96-0.97x, and 0.96x of BLIS alone at two threads); the products of the
 // training steps do not reach the rule (their k is under KC, or their tiles
 // are narrower). The rows: at least MC, or B_STAYS_COLS where MC is more (812
 // there), so that the two 512-row tiles of n = 1024 at two threads take it:
@@ -646,6 +650,29 @@ int64_t gemm_b_stays_rows(const GemmKern *kn) {
     return b_stays_rows(kn, mc);
 }
 
+// KC of a product wide and deep enough for BLIS's order (b_stays_rows' kernels
+// and L2s, at least B_STAYS_COLS columns and a KC of depth): at least WIDE_KC,
+// up to B's micro-panel filling the whole of L1 (the A micro-panels pass
+// through it from L2). The AVX-512 kernel's gemm_blocks KC on a 32 KiB L1 is
+// 160, and C was read and written once per 160 of k; BLIS's (its zen3 6 x 16
+// kernel on that machine, Zen 4) is 256. There, alternating with BLIS (1
+// thread, gemm_kernels, three runs): n = 1024 0.92-0.94 -> 0.96-0.97x, 2048
+// 0.92-0.93 -> 0.96-0.98x, 512 +3%; at two threads (rt_gemm_f32 alone, two
+// runs) 1024 199 -> 208 and 2048 202 -> 209 GFLOP/s; the training steps'
+// products with 512 or more columns (128x512x784, 128x512x512 and with B^T,
+// 128x1024x3136, 128x3136x1024 B^T) within 1% either way. A rule of the
+// problem's n and k, never of its rows or tiles: a row's bits do not depend
+// on its batch (test_runtime). Where gemm_blocks' KC is already 256 or more
+// (AVX2; AVX-512 on a 48 KiB L1) nothing changes.
+#define WIDE_KC 256
+
+static int64_t wide_kc(const GemmKern *kn, int64_t n, int64_t k) {
+    int64_t mc, kc, nc;
+    gemm_blocks(kn, &mc, &kc, &nc);
+    int64_t wide = min64(WIDE_KC, l1_bytes / (4 * kn->nr) / 16 * 16);
+    return b_stays_rows(kn, mc) && n >= B_STAYS_COLS && k >= kc && wide > kc ? wide : 0;
+}
+
 // A's rows go a micro-panel at a time (read in place, or a window's pixels).
 static int rows_by_panel(const Gemm *g) { return g->direct_a || (g->win && !g->win->taps_rows); }
 
@@ -654,6 +681,23 @@ static int rows_by_panel(const Gemm *g) { return g->direct_a || (g->win && !g->w
 static int narrow_deep(const Gemm *g, int64_t kc) {
     int64_t nr = g->kern->nr;
     return !rows_by_panel(g) && g->nb > nr && g->nb <= 2 * nr && g->k >= 16 * kc;
+}
+
+// Whether the mr rows of a row-major A, a_rs floats apart, read in place, would
+// crowd one set of L1 (64 sets of 64-byte lines: addresses 4 KiB apart share
+// one) beyond its 8 ways. Each k step reads all mr rows at one column, so
+// with AVX-512's 14 rows 4 KiB apart (k = 1024) every step missed L1: on an
+// AMD EPYC with AVX-512 (Zen 4, 32 KiB 8-way L1), gemm_kernels, 1 thread:
+// 128x3136x1024 80 GFLOP/s, k = 1000, 1008 and 1040 99-102 (BLIS 101-108).
+// Packed, those rows are adjacent (block_sizes); the bits are the same.
+#define L1_WAYS 8
+static int rows_crowd_l1(int mr, int64_t a_rs) {
+    int on_set[64] = {0}, most = 0;
+    for (int i = 0; i < mr; i++) {
+        int set = (int)((uint64_t)i * (uint64_t)a_rs * sizeof(float) % 4096 / 64);
+        if (++on_set[set] > most) most = on_set[set];
+    }
+    return most > L1_WAYS;
 }
 
 // No bigger than the tile needs: small products pack small buffers.
@@ -690,6 +734,7 @@ static void block_sizes(Gemm *g) {
         g->direct_a = 0;
         nc = B_STAYS_NC;
     }
+    if (g->kc_wide) kc = g->kc_wide;
     // Rows of windows go a micro-panel at a time, as a row-major A does, with
     // the same KC, so the sums are the materialized matrix's to the bit.
     int by_panel = rows_by_panel(g);
@@ -698,6 +743,12 @@ static void block_sizes(Gemm *g) {
     if (narrow_deep(g, kc)) kc = narrow_kc(round_up(g->nb, kn->nr), kc);
     if (g->kc_keep) kc = g->kc_keep;
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
+    // Rows that would crowd L1 are packed; not against a narrow B, whose KC
+    // (above) follows from reading them in place.
+    if (g->direct_a && g->nb > NARROW_B_PANELS * kn->nr && rows_crowd_l1((int)min64(kn->mr, g->mb), g->a_rs)) {
+        g->direct_a = 0;
+        by_panel = rows_by_panel(g);
+    }
     g->mc = min64(mc, round_up(g->mb, kn->mr));
     // Packed A: an MC x KC block, or only one (the last, partial) micro-panel.
     // (16 floats more: the window packers store whole vectors, past the last row.)
@@ -962,11 +1013,15 @@ static void plan_tiles(Gemm *g, int64_t batch, int threads, int64_t mr, int64_t 
 // does (the next, 800 x 64 over 25088 pixels, comes to 0.98). At 2 threads that
 // product measured 3.2-3.8 against 3.9-6.1 ms, four runs each, alternating.
 // Tiles cut finer than the threads (plan_tiles' FINER) are compared as the
-// share of one thread.
-static void split_depth(Gemm *g, int64_t batch, int threads) {
+// share of one thread. The parts' sums differ in their last bits from the
+// whole depth's, so a product whose rows may be a batch (rows_batch: a
+// row-major A, or windows of pixels) never splits: a row's bits would depend
+// on how many rows share it (at two threads, an evaluation's last batch of 96
+// through the CNN's 1024 x 10 layer split, and a batch of 128 did not).
+static void split_depth(Gemm *g, int64_t batch, int threads, int rows_batch) {
     g->ks = 1;
     pthread_once(&caches_once, read_caches);
-    if (batch != 1 || threads < 2 || g->tm * g->tn < threads || g->k < 64 * threads ||
+    if (rows_batch || batch != 1 || threads < 2 || g->tm * g->tn < threads || g->k < 64 * threads ||
         g->m * g->n * threads * 4 > l2_bytes / 2)
         return;
     const GemmKern *kn = g->kern;
@@ -996,11 +1051,13 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     int kind = rt_gemm_kind(rt);
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
         Gemm t = *g;
+        int rows_batch = g->a_cs == 1;   // a row-major A: its rows may be a batch
         int64_t keep = t.win ? 0 : narrow_transposed(&t);
         if (!t.win && ((t.c_cs != 1 && t.c_rs == 1) || keep)) transpose_problem(&t);
         t.kc_keep = keep;
+        t.kc_wide = wide_kc(t.kern, g->n, g->k);   // the untransposed problem's
         plan_tiles(&t, batch, rt_threads(rt), t.kern->mr, t.kern->nr, 1);
-        split_depth(&t, batch, rt_threads(rt));
+        split_depth(&t, batch, rt_threads(rt), rows_batch);
         if (packed(rt, &t, batch)) return;
     }
     g->blis = (g->f64 || kind != GEMM_LOOPS) && rt_have_blis() && g->k > 0 && blis_strides_ok(g->m, g->k, g->a_rs, g->a_cs) &&
@@ -1085,8 +1142,9 @@ static void gemm_win(KRt *rt, Gemm *g, const void *x, const int64_t *geom, int t
             }
             t.b = b_rows, t.b_rs = g->n, t.b_cs = 1;
         }
+        t.kc_wide = wide_kc(t.kern, g->n, g->k);   // as the materialized matrix's product has it
         plan_tiles(&t, 1, rt_threads(rt), t.kern->mr, t.kern->nr, 1);
-        split_depth(&t, 1, rt_threads(rt));
+        split_depth(&t, 1, rt_threads(rt), !taps_rows);   // the forward windows: pixels of a batch
         int done = packed(rt, &t, 1);
         if (done && rows) {
             float *c = g->c;

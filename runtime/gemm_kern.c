@@ -236,13 +236,17 @@ static inline __attribute__((always_inline)) AVX2 void transpose8(const float *s
     _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
-// The column-major case for nr columns (a multiple of 8).
+// The column-major case for nr columns (a multiple of 8): eight columns at a
+// time, each down its whole length, so that 8 streams run at once rather than
+// nr, each line read whole before the next. With AVX-512 (32 columns; 1
+// thread, gemm_kernels, three runs alternating) 128x3136x1024 with B^T 91-94
+// -> 96-99 GFLOP/s, 128x512x512 105 -> 107; with AVX2 (16) the same.
 static inline __attribute__((always_inline)) AVX2 void pack_cols(int nr, int64_t k, const float *b, int64_t cs,
                                                                  float *d) {
-    int64_t p = 0;
-    for (; p + 8 <= k; p += 8)
-        for (int j = 0; j < nr; j += 8) transpose8(b + j * cs + p, cs, d + p * nr + j, nr);
-    for (; p < k; p++)
+    int64_t k8 = k / 8 * 8;
+    for (int j = 0; j < nr; j += 8)
+        for (int64_t p = 0; p < k8; p += 8) transpose8(b + j * cs + p, cs, d + p * nr + j, nr);
+    for (int64_t p = k8; p < k; p++)
         for (int j = 0; j < nr; j++) d[p * nr + j] = b[j * cs + p];
 }
 

@@ -830,7 +830,9 @@ static void gemm_rows_independent(int M, int K, int N) {
 // 784 x 10) is the same to the bit at batch 1, 15, 64 and 100, on every kernel
 // and thread count. Likewise a wide and deep one, which the AVX2 kernel (and
 // the AVX-512 one where L2 is small) runs in BLIS's order (B's micro-panel in
-// L1) from MC rows, or 512 where MC is more, and one row does not.
+// L1) from MC rows, or 512 where MC is more, and one row does not (KC is the
+// problem's: wide_kc in gemm.c). And rows 4 KiB apart, which a batch packs
+// (14 of them would crowd one L1 set) and one row reads in place.
 static void test_gemm_rows_independent(void) {
     int64_t rows = 100;
     for (size_t q = 0; q < sizeof kiln_kinds / sizeof *kiln_kinds; q++) {
@@ -839,6 +841,7 @@ static void test_gemm_rows_independent(void) {
     }
     gemm_rows_independent(100, 784, 10);
     gemm_rows_independent((int)rows + 7, 700, 600);
+    gemm_rows_independent(70, 1024, 200);   // rows 4 KiB apart: packed, but not one
 }
 
 static void test_philox(void) {
@@ -1412,6 +1415,7 @@ static void test_gemm_windows(void) {
         {3, 24, 7, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 20, 1, 1},   // 1x1, channels last: the image is the matrix
         {1, 6, 5, 7, 1, 1, 1, 1, 0, 0, 0, 0, 2, 3, 9, 1},        // 1x1 (dilated), one planar image: the matrix too
         {2, 6, 5, 7, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 9, 1},        // 1x1, two planar images: not one matrix
+        {2, 20, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 520, 1},    // 180 taps into 520 columns: wide_kc's KC (AVX-512, small L1)
     };
     static const char *kinds[] = {"kiln", "kiln-avx512", "kiln-avx2", "kiln-c", "blis", "loops"};
     char *keep = gemm_env_save();
