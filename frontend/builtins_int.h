@@ -27,6 +27,7 @@ typedef struct {
   DType dtype;
   int64_t n, c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, oh, ow;
   int batch_assumed;   // n is symbolic; the model and --tune take n = 32
+  int input_grad;      // x reaches a parameter, so a training step computes x's gradient
 } ConvShape;
 const char *conv_lowering_name(int l);
 int conv_lowering_by_name(const char *s);     // -1 if none

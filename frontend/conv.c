@@ -242,10 +242,13 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   // gradient a transposed convolution (passes/convgrad.c: C x O*KK x Q,
   // packing dY's windows), or else a third GEMM whose window-matrix gradient
   // is written and read back by col2im.
+  // The input's gradient only where a training step computes it (input_grad).
   t[CONV_IM2COL] = (grad_in + fwd_in) * gemm_s(s->o, k, p, wcols) + 2 * p * k * 4 / PACK_BYTES;
   int64_t win[9] = {s->kh, s->kw, s->sh, s->sw, s->pt, s->pl, s->dh, s->dw, 0};
   double share = convgrad_share(win, s->h, s->w, s->oh, s->ow);
-  if (share > 0 && s->c >= CONVGRAD_MIN_CHANNELS)   // with a stride, its phases summed: one more pass over dx
+  if (!s->input_grad)
+    ;
+  else if (share > 0 && s->c >= CONVGRAD_MIN_CHANNELS)   // with a stride, its phases summed: one more pass over dx
     t[CONV_IM2COL] += share * (back_in * gemm_s(s->c, s->o * kk, q, back_cols) + q * s->o * kk * 4 / PACK_BYTES) +
                       (s->sh * s->sw > 1) * 2 * q * s->c * 4 / MOVE_BYTES;
   else
@@ -254,10 +257,11 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   // gradient written and read: im2col's costs with C and O swapped. With a
   // stride, Z's rows no output uses are computed too, and the aggregation is
   // strided slices whose gradient costs KH*KW terms per element of Z.
-  t[CONV_KERNEL] = 3 * gemm_s(s->o * kk, s->c, q, cols) + 4 * q * s->o * kk * 4 / MOVE_BYTES;
+  int products = 2 + s->input_grad;
+  t[CONV_KERNEL] = products * gemm_s(s->o * kk, s->c, q, cols) + 4 * q * s->o * kk * 4 / MOVE_BYTES;
   if (!kernel_by_col2im(s)) t[CONV_KERNEL] += 2 * p * s->o * kk * 4 / MOVE_BYTES + q * s->o * kk * kk / AGG_OPS + kk * AGG_FIXED;
   // direct: im2col's multiply-adds in generated loops, nothing materialized.
-  t[CONV_DIRECT] = 3 * 2 * p * s->o * k / LOOP_FLOPS;
+  t[CONV_DIRECT] = products * 2 * p * s->o * k / LOOP_FLOPS;
 }
 
 // ---- the tuning cache --------------------------------------------------------
@@ -267,6 +271,7 @@ static void shape_text(const ConvShape *s, char *out, size_t len) {
            ir_dtype_name(s->dtype), (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->o,
            (long long)s->c, (long long)s->kh, (long long)s->kw, (long long)s->sh, (long long)s->sw, (long long)s->pt,
            (long long)s->pl, (long long)s->pb, (long long)s->pr, (long long)s->dh, (long long)s->dw);
+  if (!s->input_grad) snprintf(out + strlen(out), len - strlen(out), ", no input gradient");
 }
 
 // The cache key: the layer's shapes, the CPU and Kiln's version.
@@ -276,7 +281,7 @@ static void tune_key(const ConvShape *s, char key[40]) {
   cache_host_id(cpu);
   CacheHash h;
   cache_hash_init(&h);
-  cache_hash_str(&h, "conv-tune 7");   // 7: im2col's products by Winograd where pass_lower says
+  cache_hash_str(&h, "conv-tune 8");   // 8: the input's gradient timed only where training computes it
   cache_hash_str(&h, pipe_lower_opts().winograd ? "winograd" : "no winograd");   // KILN_WINOGRAD=0 times others
   cache_hash_str(&h, KILN_VERSION);
   cache_hash_str(&h, cpu);
@@ -323,6 +328,9 @@ static double now_ms(void) {
 
 // One candidate's forward and backward step on a batch of the layer's shape, in
 // milliseconds (the best of a few runs), through a separate Kiln context; -1 on failure.
+// The backward step computes the input's gradient only where training does
+// (input_grad): a first layer's costs nothing there, and counting it could
+// pick the lowering whose input gradient is cheap rather than the fastest.
 // The output's gradient R is a buffer, as dY is in training: drawn in the graph
 // (normal()), it was drawn again on every run, 2.5 ms of the 2.8 that im2col's
 // step took on a 1-channel 28x28 layer at batch 32.
@@ -337,22 +345,24 @@ static double measure(const ConvShape *s, int lowering, int threads) {
            "y = conv2d(X, K, stride=[%lld, %lld], pad=%s, dilation=[%lld, %lld], lowering=\"%s\")\n"
            "param R : %s[%lld, %lld, %lld, %lld] = glorot\n"
            "loss = sum(y * R)\n"
-           "dX = grad(loss, X)\n"
-           "dK = grad(loss, K)\n",
+           "dK = grad(loss, K)\n"
+           "%s",
            t, (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, t, (long long)s->o, (long long)s->c,
            (long long)s->kh, (long long)s->kw, (long long)s->sh, (long long)s->sw, pad, (long long)s->dh, (long long)s->dw,
-           names[lowering], t, (long long)s->n, (long long)s->o, (long long)s->oh, (long long)s->ow);
+           names[lowering], t, (long long)s->n, (long long)s->o, (long long)s->oh, (long long)s->ow,
+           s->input_grad ? "dX = grad(loss, X)\n" : "");
   kiln_options opt = {.threads = threads, .seed = 1, .out = stderr};
   kiln_ctx *k = kiln_new(&opt);
   if (!k) return -1;
   double best = -1;
-  const char *outs[] = {"y", "dX", "dK"};
+  const char *outs[] = {"y", "dK", "dX"};
+  int nout = s->input_grad ? 3 : 2;
   kiln_graph *g = NULL;
   kiln_tensor o[3];
   memset(o, 0, sizeof o);
-  if (!kiln_exec(k, "tune", prog) && (g = kiln_compile(k, outs, 3, NULL, 0))) {
+  if (!kiln_exec(k, "tune", prog) && (g = kiln_compile(k, outs, nout, NULL, 0))) {
     int ok = 1;
-    for (int i = 0; i < 3 && ok; i++) {
+    for (int i = 0; i < nout && ok; i++) {
       ok = !kiln_output_shape(g, NULL, i, &o[i]);
       int64_t ne = 1;
       for (int d = 0; d < o[i].ndim; d++) ne *= o[i].shape[d];
@@ -400,6 +410,11 @@ static void note(Ev *ev, const ConvShape *s, int lowering, const char *why) {
   fprintf(ev->pipe.dump, "%s %s\n", ev->pipe.emit_c ? "//" : "#", line);
 }
 
+// A layer whose input reaches no parameter: its times leave out x's gradient.
+static const char *grad_note(const ConvShape *s) {
+  return s->input_grad ? "" : "; no input gradient (x reaches no parameter)";
+}
+
 int conv_choose(Ev *ev, const ConvShape *s, int forced) {
   char why[400];
   double ms[CONV_NLOWER];
@@ -411,7 +426,7 @@ int conv_choose(Ev *ev, const ConvShape *s, int forced) {
   if (tune_lookup(s, &l, ms)) {
     char got[3][32];
     for (int i = 0; i < CONV_NLOWER; i++) times_text(ms[i], got[i], sizeof got[i]);
-    snprintf(why, sizeof why, "tuned on this machine: im2col %s, kernel %s, direct %s", got[0], got[1], got[2]);
+    snprintf(why, sizeof why, "tuned on this machine: im2col %s, kernel %s, direct %s%s", got[0], got[1], got[2], grad_note(s));
     note(ev, s, l, why);
     return l;
   }
@@ -434,15 +449,16 @@ int conv_choose(Ev *ev, const ConvShape *s, int forced) {
       for (int i = 0; i < CONV_NLOWER; i++) times_text(ms[i], got[i], sizeof got[i]);
       fprintf(stderr, "kiln --tune: conv2d %s: im2col %s, kernel %s, direct %s: %s\n", shp, got[0], got[1], got[2], names[l]);
       tune_store(s, l, ms);
-      snprintf(why, sizeof why, "tuned on this machine: im2col %s, kernel %s, direct %s", got[0], got[1], got[2]);
+      snprintf(why, sizeof why, "tuned on this machine: im2col %s, kernel %s, direct %s%s", got[0], got[1], got[2], grad_note(s));
       note(ev, s, l, why);
       return l;
     }
   }
   l = best;
-  snprintf(why, sizeof why, "cost model%s: im2col %.3g ms, kernel %.3g ms, direct %.3g ms; C*KH*KW = %lld, O = %lld%s",
+  snprintf(why, sizeof why, "cost model%s: im2col %.3g ms, kernel %.3g ms, direct %.3g ms; C*KH*KW = %lld, O = %lld%s%s",
            s->batch_assumed ? " (batch taken as 32)" : "", t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, (long long)(s->c * s->kh * s->kw),
-           (long long)s->o, s->sh * s->sw > 1 ? ", stride > 1 wastes kernel's rows" : "");
+           (long long)s->o, s->sh * s->sw > 1 ? ", stride > 1 wastes kernel's rows" : "",
+           grad_note(s));
   note(ev, s, l, why);
   return l;
 }

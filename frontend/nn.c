@@ -60,6 +60,20 @@ static Node *nchw_arg(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw
   return x;
 }
 
+// Whether x depends on a parameter (or on autodiff's placeholders): only then
+// does a training step compute x's gradient, and only then does the choice of
+// a layer's lowering count that gradient's cost. A network's first layer reads
+// the data and has none (a `grad` with respect to an input still works, with
+// whatever lowering was chosen).
+static int reaches_param(IrCtx *c, Node *x) {
+  int count, found = 0;
+  Node **order = ir_topo(c, &x, 1, &count);
+  for (int i = 0; i < count && !found; i++)
+    found = order[i]->op == OP_INPUT && (order[i]->a.i[0] == ROLE_PARAM || order[i]->a.i[0] == ROLE_VAR);
+  free(order);
+  return found;
+}
+
 // conv2d(x, w, stride=1, pad=0, dilation=1, lowering="auto"): x [N, C, H, W],
 // w [O, C, KH, KW] -> [N, O, OH, OW]. Lowered per layer (conv.c): im2col (one
 // GEMM over the whole batch), kernel (lower the kernel, then aggregate) or
@@ -93,6 +107,7 @@ static Value b_conv2d(Ev *ev, const Builtin *b, Args *a) {
     s.n = 32;
     s.batch_assumed = 1;
   }
+  s.input_grad = reaches_param(c, x);
   int l = conv_choose(ev, &s, forced);
   return ev_tval(chk(ev, conv_build(c, l, &s, x, w, win, pad_end), a));
 }

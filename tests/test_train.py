@@ -433,6 +433,11 @@ TUNE_MODEL = """x = normal([4, 3, 8, 8], seed=1)
 w = normal([5, 3, 3, 3], seed=2)
 print sum(conv2d(x, w, pad=1) ^ 2)
 """
+# The same layer on a parameter: its step computes the input's gradient too.
+TUNE_PARAM_MODEL = """param x : f32[4, 3, 8, 8] = glorot
+w = normal([5, 3, 3, 3], seed=2)
+print sum(conv2d(x, w, pad=1) ^ 2)
+"""
 
 
 # Epilogue fusion (passes/epilogue.c) reorders nothing a value depends on and
@@ -568,6 +573,12 @@ def t_conv_lowering():
               and ", kernel " in l and ", direct " in l for l in notes), out)
     check("the cost model lowers the 32-channel second layer to im2col",
           any(l.startswith("# conv2d [B, 32, 14, 14] x [64, 32, 5, 5]: im2col+GEMM") for l in notes), out)
+    # The first layer reads the data: training never computes its input's
+    # gradient, and the estimates leave it out; the second's input reaches the
+    # first's weights.
+    check("the first layer's estimate leaves out the input's gradient, the second's does not",
+          len(notes) == 2 and notes[0].endswith("; no input gradient (x reaches no parameter))") and
+          "no input gradient" not in notes[1], out)
     # CIFAR-shaped layers with many input channels: the kernel lowering (im2col's
     # costs with C and O swapped) for 8 outputs. For 16 outputs of 5x5, im2col,
     # whose products run as Winograd's F(4, 5) (6.25x fewer multiplies); without
@@ -575,7 +586,9 @@ def t_conv_lowering():
     # micro-tile decides (the benchmark's measurements): a whole AVX2 tile, so
     # im2col, whose windows the GEMM packs from the image; half an AVX-512
     # tile, so the kernel lowering.
-    few = ("input x : f32[B, 64, 8, 8]\nparam K : f32[8, 64, 3, 3] = he\nparam L : f32[16, 64, 5, 5] = he\n"
+    # (Later layers: their input reaches a parameter, a.)
+    few = ("input x0 : f32[B, 64, 8, 8]\nparam a : f32[64, 1, 1] = zeros\nx = x0 + a\n"
+           "param K : f32[8, 64, 3, 3] = he\nparam L : f32[16, 64, 5, 5] = he\n"
            "y = conv2d(x, K, pad=\"same\")\nz = conv2d(x, L, pad=\"same\")\n")
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     kinds = [("kiln-avx2", "1", "im2col+GEMM"), ("kiln-avx2", "0", "im2col+GEMM")] if " avx2" in flags else []
@@ -594,6 +607,13 @@ def t_conv_lowering():
     entries = [f for f in os.listdir(cache) if f.startswith("conv-")] if os.path.isdir(cache) else []
     check("--tune times each lowering and caches the winner", rc == 0 and "kiln --tune: conv2d" in err and len(entries) == 1,
           err + repr(entries))
+    check("--tune leaves out the gradient of an input that reaches no parameter",
+          "dilation 1,1, no input gradient: im2col " in err, err)
+    rc, outp, errp = kiln(TUNE_PARAM_MODEL, "--tune", env=env)
+    entries = [f for f in os.listdir(cache) if f.startswith("conv-")] if os.path.isdir(cache) else []
+    check("--tune times a layer whose input is a parameter with its input's gradient, as a decision of its own",
+          rc == 0 and "dilation 1,1: im2col " in errp and "no input gradient" not in errp and len(entries) == 2,
+          errp + repr(entries))
     rc, out2, err = kiln(TUNE_MODEL, "--tune", env=env)
     check("--tune reuses its cached decision", rc == 0 and "kiln --tune" not in err and out2 == out1, err + out1 + out2)
     rc, out, err = kiln_ir(TUNE_MODEL, "--after=lower", env=env)

@@ -239,16 +239,22 @@ class Bench:
     # read from `kiln ir`'s note on the layer.
     def conv_layers(self, threads):
         out = self.kiln_harness(threads, "conv", "im2col")   # cheap: just the list of layers and one lowering
-        for model, layer, c, hw, o, k, st in re.findall(r"^CONVLAYER (\S+) (\S+) (\d+) (\d+) (\d+) (\d+) (\d+)", out, re.M):
+        for model, layer, c, hw, o, k, st, first in re.findall(
+                r"^CONVLAYER (\S+) (\S+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d)", out, re.M):
             self.res["conv_layer"][(model, layer)] = (int(c), int(hw), int(o), int(k), int(st))
-            self.res["conv_pick"][(model, layer)] = self.conv_pick(int(c), int(hw), int(o), int(k), int(st))
+            self.res["conv_pick"][(model, layer)] = self.conv_pick(int(c), int(hw), int(o), int(k), int(st), first == "1")
             lo = self.kiln_harness(threads, "conv", f"{model}/{layer}", timeout=max(self.a.timeout, 1200))
             for low, pas, ms in re.findall(r"^CONV \S+ \S+ (\S+) (\S+) (\S+)", lo, re.M):
                 self.add("conv", (model, layer, low, pas, threads), float(ms))
 
-    def conv_pick(self, c, hw, o, k, stride):
-        prog = (f"input x : f32[B, {c}, {hw}, {hw}]\nparam K : f32[{o}, {c}, {k}, {k}] = he\n"
-                f"y = conv2d(x, K, stride={stride}, pad=\"same\")\n")
+    # A first layer reads the data; a later one's input reaches a parameter (here
+    # a bias), so its training step computes the input's gradient, as the
+    # harness times it.
+    def conv_pick(self, c, hw, o, k, stride, first):
+        src = "x" if first else "(x + a)"
+        prog = (f"input x : f32[B, {c}, {hw}, {hw}]\nparam a : f32[{c}, 1, 1] = zeros\n"
+                f"param K : f32[{o}, {c}, {k}, {k}] = he\n"
+                f"y = conv2d({src}, K, stride={stride}, pad=\"same\")\n")
         p = subprocess.run([self.kiln, "ir", "-e", prog], capture_output=True, text=True, cwd=WORKDIR)
         m = re.search(r"conv2d \[[^]]*\] x \[[^]]*\]: (\w+)", p.stdout + p.stderr)
         return m.group(1) if m else "?"
@@ -516,7 +522,8 @@ def report(res, a):
 
     w("## Conv layers of the CNN and a CIFAR-shaped variant: each lowering, batch 128\n")
     w("Each layer alone (`pad=\"same\"`, bias added), forced to each lowering with `lowering=`: the forward pass, "
-      "and the layer's share of a training step (forward, input, weight and bias gradients). *picked* is the lowering "
+      "and the layer's share of a training step (forward, weight and bias gradients, and the input's gradient except in a "
+      "model's first layer, whose input is the data). *picked* is the lowering "
       "Kiln chooses for the layer (its cost model, or a cached `--tune` decision); picked/best is its time over the "
       "fastest lowering's (target: at most 1.05). A lowering whose first run takes over 2 s is timed once.\n")
     w("| model | layer | shape | pass | threads | im2col ms | kernel ms | direct ms | picked | picked/best |")

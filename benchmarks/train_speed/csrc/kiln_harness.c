@@ -113,34 +113,35 @@ static void infer(kiln_ctx *k, const char *path) {
 
 // Each conv layer of examples/cnn.kiln and of a CIFAR-shaped variant alone,
 // batch 128, in every lowering (forced with lowering=): the forward pass, and
-// the layer's share of a training step (forward, input and weight gradients,
-// bias gradient). A lowering whose first run takes over 2 s is timed once.
+// the layer's share of a training step (forward, weight and bias gradients,
+// and the input's gradient unless the layer is its model's first, whose input
+// is the data). A lowering whose first run takes over 2 s is timed once.
 // The layers are printed first so bench.py can ask `kiln ir` which lowering
-// the cost model picks for each:
-//   CONVLAYER MODEL LAYER C HW O K STRIDE
+// the cost model picks for each (FIRST: 1 for a first layer):
+//   CONVLAYER MODEL LAYER C HW O K STRIDE FIRST
 //   CONV MODEL LAYER LOWERING fwd|train MILLISECONDS
-static const struct { const char *model, *name; long c, hw, o, k, stride; } conv_layers[] = {
-  {"cnn", "conv1", 1, 28, 32, 5, 1},     {"cnn", "conv2", 32, 14, 64, 5, 1},
-  {"cifar", "conv1", 3, 32, 32, 5, 1},   {"cifar", "conv2", 32, 16, 64, 5, 1},
-  {"cifar", "conv1_3x3", 3, 32, 32, 3, 1}, {"cifar", "conv2_3x3", 32, 16, 64, 3, 1},
-  {"cifar", "conv3_64to8", 64, 8, 8, 3, 1}, {"cifar", "conv4_64to16_5x5", 64, 8, 16, 5, 1},
+static const struct { const char *model, *name; long c, hw, o, k, stride; int first; } conv_layers[] = {
+  {"cnn", "conv1", 1, 28, 32, 5, 1, 1},     {"cnn", "conv2", 32, 14, 64, 5, 1, 0},
+  {"cifar", "conv1", 3, 32, 32, 5, 1, 1},   {"cifar", "conv2", 32, 16, 64, 5, 1, 0},
+  {"cifar", "conv1_3x3", 3, 32, 32, 3, 1, 1}, {"cifar", "conv2_3x3", 32, 16, 64, 3, 1, 0},
+  {"cifar", "conv3_64to8", 64, 8, 8, 3, 1, 0}, {"cifar", "conv4_64to16_5x5", 64, 8, 16, 5, 1, 0},
 };
 
-static double conv_time(const char *low, int threads, int train, long c, long hw, long o, long k, long stride) {
+static double conv_time(const char *low, int threads, int train, long c, long hw, long o, long k, long stride, int first) {
   long B = 128, ohw = (hw + stride - 1) / stride;
   char prog[1024];
   snprintf(prog, sizeof prog,
            "input x : f32[B, %ld, %ld, %ld]\ninput r : f32[B, %ld, %ld, %ld]\n"
            "param K : f32[%ld, %ld, %ld, %ld] = he\nparam b : f32[%ld, 1, 1] = glorot\n"
            "y = conv2d(x, K, stride=%ld, pad=\"same\", lowering=\"%s\") + b\n"
-           "loss = sum(y * r)\ndx = grad(loss, x)\ndK = grad(loss, K)\ndb = grad(loss, b)\n",
+           "loss = sum(y * r)\ndK = grad(loss, K)\ndb = grad(loss, b)\ndx = grad(loss, x)\n",
            c, hw, hw, o, ohw, ohw, o, c, k, k, o, stride, low);
   kiln_options opt = {.threads = threads, .seed = 1};
   kiln_ctx *kc = kiln_new(&opt);
   if (!kc) exit(1);
   check(kc, kiln_exec(kc, "conv", prog), "exec");
-  const char *outs[] = {"y", "dx", "dK", "db"}, *ins[] = {"x", "r"};
-  int nout = train ? 4 : 1;
+  const char *outs[] = {"y", "dK", "db", "dx"}, *ins[] = {"x", "r"};
+  int nout = train ? 4 - first : 1;
   kiln_graph *g = kiln_compile(kc, outs, nout, ins, 2);
   check(kc, !g, "compile");
   float *x = filled(B * c * hw * hw), *r = filled(B * o * ohw * ohw);
@@ -178,14 +179,15 @@ static void conv(int threads, int argc, char **argv) {
     for (int a = 0; a < argc; a++) want |= !strcmp(argv[a], id);
     if (!want) continue;
     long c = conv_layers[i].c, hw = conv_layers[i].hw, o = conv_layers[i].o, k = conv_layers[i].k, s = conv_layers[i].stride;
-    printf("CONVLAYER %s %s %ld %ld %ld %ld %ld\n", conv_layers[i].model, conv_layers[i].name, c, hw, o, k, s);
+    printf("CONVLAYER %s %s %ld %ld %ld %ld %ld %d\n", conv_layers[i].model, conv_layers[i].name, c, hw, o, k, s,
+           conv_layers[i].first);
     for (int l = 0; l < 3; l++)
       for (int train = 0; train < 2; train++) {
         int on = !some_low;
         for (int a = 0; a < argc; a++) on |= !strcmp(argv[a], lows[l]);
         if (!on) continue;
         printf("CONV %s %s %s %s %.4f\n", conv_layers[i].model, conv_layers[i].name, lows[l], train ? "train" : "fwd",
-               conv_time(lows[l], threads, train, c, hw, o, k, s));
+               conv_time(lows[l], threads, train, c, hw, o, k, s, conv_layers[i].first));
         fflush(stdout);
       }
   }
