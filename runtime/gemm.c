@@ -680,7 +680,7 @@ static int rows_by_panel(const Gemm *g) { return g->direct_a || (g->win && !g->w
 // (or read as taps): a kernel gradient.
 static int narrow_deep(const Gemm *g, int64_t kc) {
     int64_t nr = g->kern->nr;
-    return !rows_by_panel(g) && g->nb > nr && g->nb <= 2 * nr && g->k >= 16 * kc;
+    return !rows_by_panel(g) && g->n > nr && g->n <= 2 * nr && g->k >= 16 * kc;
 }
 
 // Whether the mr rows of a row-major A, a_rs floats apart, read in place, would
@@ -736,16 +736,20 @@ static void block_sizes(Gemm *g) {
     }
     if (g->kc_wide) kc = g->kc_wide;
     // Rows of windows go a micro-panel at a time, as a row-major A does, with
-    // the same KC, so the sums are the materialized matrix's to the bit.
+    // the same KC, so the sums are the materialized matrix's to the bit. A
+    // narrow B is the product's, not the tile's: at several threads the tiles'
+    // columns depend on the rows (plan_tiles), and a row's KC must not (with
+    // the tile's, 125 rows of a 95-column product at 3 threads took another
+    // KC than each row alone, and other bits).
     int by_panel = rows_by_panel(g);
-    int64_t deep = deep_kc(kn, g->nb);
-    if (by_panel && g->nb <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
-    if (narrow_deep(g, kc)) kc = narrow_kc(round_up(g->nb, kn->nr), kc);
+    int64_t deep = deep_kc(kn, g->n);
+    if (by_panel && g->n <= NARROW_B_PANELS * kn->nr && deep > kc) kc = deep;
+    if (narrow_deep(g, kc)) kc = narrow_kc(round_up(g->n, kn->nr), kc);
     if (g->kc_keep) kc = g->kc_keep;
     g->kc = min64(kc, g->k > 0 ? g->k : 1);
     // Rows that would crowd L1 are packed; not against a narrow B, whose KC
     // (above) follows from reading them in place.
-    if (g->direct_a && g->nb > NARROW_B_PANELS * kn->nr && rows_crowd_l1((int)min64(kn->mr, g->mb), g->a_rs)) {
+    if (g->direct_a && g->n > NARROW_B_PANELS * kn->nr && rows_crowd_l1((int)min64(kn->mr, g->mb), g->a_rs)) {
         g->direct_a = 0;
         by_panel = rows_by_panel(g);
     }

@@ -797,7 +797,7 @@ static void test_gemm_kernels(void) {
 // Philox
 //
 
-static void gemm_rows_independent(int M, int K, int N) {
+static void gemm_rows_independent(int M, int K, int N, int b_trans) {
     char *keep = gemm_env_save();
     float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * K * N);
     float *one = malloc(sizeof(float) * M * N), *all = malloc(sizeof(float) * M * N);
@@ -807,15 +807,16 @@ static void gemm_rows_independent(int M, int K, int N) {
     for (size_t q = 0; q < sizeof kiln_kinds / sizeof *kiln_kinds; q++) {
         if (!gemm_kern_pick(kiln_kinds[q].kind)) continue;
         setenv("KILN_GEMM", kiln_kinds[q].env, 1);
-        for (int threads = 1; threads <= 2; threads++) {
+        int64_t brs = b_trans ? 1 : N, bcs = b_trans ? K : 1;   // B stored N x K, or K x N
+        for (int threads = 1; threads <= 3; threads++) {
             KRt *rt = rt_new(threads);
-            for (int i = 0; i < M; i++) rt_gemm_f32(rt, 1, 1, N, K, a + i * K, 0, K, 1, w, 0, N, 1, one + i * N, 0, N, 1, 0);
+            for (int i = 0; i < M; i++) rt_gemm_f32(rt, 1, 1, N, K, a + i * K, 0, K, 1, w, 0, brs, bcs, one + i * N, 0, N, 1, 0);
             const int ms[] = {15, 64, M};
             for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
-                rt_gemm_f32(rt, 1, ms[j], N, K, a, 0, K, 1, w, 0, N, 1, all, 0, N, 1, 0);
+                rt_gemm_f32(rt, 1, ms[j], N, K, a, 0, K, 1, w, 0, brs, bcs, all, 0, N, 1, 0);
                 check(!memcmp(all, one, sizeof(float) * ms[j] * N),
-                      "gemm %s, %d threads: the rows of a %dx%dx%d product are the 1-row products', bit for bit",
-                      kiln_kinds[q].env, threads, ms[j], N, K);
+                      "gemm %s, %d threads: the rows of a %dx%dx%d product%s are the 1-row products', bit for bit",
+                      kiln_kinds[q].env, threads, ms[j], N, K, b_trans ? " (B^T)" : "");
             }
             rt_free_ctx(rt);
         }
@@ -832,16 +833,20 @@ static void gemm_rows_independent(int M, int K, int N) {
 // the AVX-512 one where L2 is small) runs in BLIS's order (B's micro-panel in
 // L1) from MC rows, or 512 where MC is more, and one row does not (KC is the
 // problem's: wide_kc in gemm.c). And rows 4 KiB apart, which a batch packs
-// (14 of them would crowd one L1 set) and one row reads in place.
+// (14 of them would crowd one L1 set) and one row reads in place. And a deep
+// product into few columns, whose tiles at three threads are narrower than
+// the product when it has many rows and not when it has one: its KC follows
+// the product's columns.
 static void test_gemm_rows_independent(void) {
     int64_t rows = 100;
     for (size_t q = 0; q < sizeof kiln_kinds / sizeof *kiln_kinds; q++) {
         const GemmKern *kn = gemm_kern_pick(kiln_kinds[q].kind);
         if (kn && gemm_b_stays_rows(kn) > rows) rows = gemm_b_stays_rows(kn);
     }
-    gemm_rows_independent(100, 784, 10);
-    gemm_rows_independent((int)rows + 7, 700, 600);
-    gemm_rows_independent(70, 1024, 200);   // rows 4 KiB apart: packed, but not one
+    gemm_rows_independent(100, 784, 10, 0);
+    gemm_rows_independent((int)rows + 7, 700, 600, 0);
+    gemm_rows_independent(70, 1024, 200, 0);   // rows 4 KiB apart: packed, but not one
+    gemm_rows_independent(125, 2113, 95, 1);   // at 3 threads, tiles narrower than the product
 }
 
 static void test_philox(void) {
