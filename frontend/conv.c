@@ -246,13 +246,13 @@ static void estimate(const ConvShape *s, double t[CONV_NLOWER]) {
   t[CONV_IM2COL] = (grad_in + fwd_in) * gemm_s(s->o, k, p, wcols) + 2 * p * k * 4 / PACK_BYTES;
   int64_t win[9] = {s->kh, s->kw, s->sh, s->sw, s->pt, s->pl, s->dh, s->dw, 0};
   double share = convgrad_share(win, s->h, s->w, s->oh, s->ow);
-  if (!s->input_grad)
-    ;
-  else if (share > 0 && s->c >= CONVGRAD_MIN_CHANNELS)   // with a stride, its phases summed: one more pass over dx
-    t[CONV_IM2COL] += share * (back_in * gemm_s(s->c, s->o * kk, q, back_cols) + q * s->o * kk * 4 / PACK_BYTES) +
-                      (s->sh * s->sw > 1) * 2 * q * s->c * 4 / MOVE_BYTES;
-  else
-    t[CONV_IM2COL] += gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / MOVE_BYTES;
+  if (s->input_grad) {
+    if (share > 0 && s->c >= CONVGRAD_MIN_CHANNELS)   // with a stride, its phases summed: one more pass over dx
+      t[CONV_IM2COL] += share * (back_in * gemm_s(s->c, s->o * kk, q, back_cols) + q * s->o * kk * 4 / PACK_BYTES) +
+                        (s->sh * s->sw > 1) * 2 * q * s->c * 4 / MOVE_BYTES;
+    else
+      t[CONV_IM2COL] += gemm_s(s->o, k, p, cols) + 2 * p * k * 4 / MOVE_BYTES;
+  }
   // kernel: three GEMMs of O*KK x C x Q (every input pixel), Z and its
   // gradient written and read: im2col's costs with C and O swapped. With a
   // stride, Z's rows no output uses are computed too, and the aggregation is

@@ -166,6 +166,33 @@ static Node *permuted(IrCtx *c, Node *x, const int *p) {
   return moves ? ir_transpose(c, x, p) : ir_reshape(c, x, x->ndim, shape);
 }
 
+// transpose(reshape(y), p) -> reshape(y's axes in the result's order), when the
+// reshape only adds or drops axes of size 1: the transpose then moves y's own
+// axes, and often undoes one of y's (pooling's gradient reads its NCHW max
+// as [N, C, OH, OW, 1, 1] transposed back to the channels-last windows; as
+// reshape(max) it reads the channels-last max in place, not a strided gather).
+// Not for y in a product's layout: transpose sinking looks for the first form.
+static Node *rule_transpose_reshaped(IrCtx *c, Node *n) {
+  Node *r = n->src[0], *y = r->src[0];
+  if (r->op != OP_RESHAPE || product_layout(y)) return NULL;
+  int ya[IR_MAXDIM], ra[IR_MAXDIM], ny = 0, nr = 0;
+  for (int d = 0; d < y->ndim; d++)
+    if (!dim_is(y->shape[d], 1)) ya[ny++] = d;
+  for (int d = 0; d < r->ndim; d++)
+    if (!dim_is(r->shape[d], 1)) ra[nr++] = d;
+  if (ny != nr) return NULL;
+  for (int i = 0; i < ny; i++)
+    if (!dim_eq(y->shape[ya[i]], r->shape[ra[i]])) return NULL;
+  int perm[IR_MAXDIM], k = 0;
+  for (int d = 0; d < n->ndim; d++)   // the result's axes of size > 1, as y's axes
+    for (int i = 0; i < nr; i++)
+      if (ra[i] == n->a.i[d]) perm[k++] = ya[i];
+  for (int d = 0; d < y->ndim; d++)
+    if (dim_is(y->shape[d], 1)) perm[k++] = d;
+  Node *t = permuted(c, y, perm);
+  return t ? ir_reshape(c, t, n->ndim, n->shape) : NULL;
+}
+
 // Transpose sinking: f(transpose(x, p), broadcast(b), g) -> transpose(f(x, b', g'), p)
 // with b' = b's broadcast permuted by p^-1 and g' = transpose(g, p^-1), when x is
 // a value in a product's layout and so is every operand of f transposed by the
@@ -336,7 +363,7 @@ static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   case OP_LOG: r = rule_log(c, n); break;
   case OP_WHERE: r = rule_where(c, n); break;
   case OP_CAST: r = rule_cast(c, n); break;
-  case OP_TRANSPOSE: r = rule_transpose(c, n); break;
+  case OP_TRANSPOSE: r = rule_transpose(c, n); if (!r) r = rule_transpose_reshaped(c, n); break;
   case OP_RESHAPE: r = rule_reshape(c, n); break;
   case OP_BROADCAST: r = rule_broadcast(c, n); break;
   case OP_SUM: r = rule_sum(c, n); if (!r) r = rule_sum_matmul(c, n); break;

@@ -762,6 +762,25 @@ static IrGraph *simp_sink_pool(IrCtx *c) {
   Node *y = un(c, OP_RELU, ir_transpose(c, ir_reshape(c, ir_matmul(c, x, w), 4, nhwc), to_nchw));
   return g1(c, ir_reduce(c, OP_RMAX, ir_transpose(c, ir_im2col(c, y, win, pad_end), wperm), 3u << 4, 0));
 }
+// A transpose of a reshape that only adds or drops axes of size 1 moves the
+// reshaped value's own axes: max pooling's gradient reads the NCHW max as
+// [N, C, OH, OW, 1, 1] transposed back to channels-last, which is the
+// channels-last max itself, reshaped. A reshape that merges axes, and one of
+// a product's value (transpose sinking's pattern), stay.
+static IrGraph *simp_transpose_reshaped(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,3,3,4"), *y = input(c, "y", DT_F32, "2,3");
+  Node *z = input(c, "z", DT_F32, "2,3,4"), *w = input(c, "w", DT_F32, "3,5");
+  int nchw[4] = {0, 3, 1, 2}, back[6] = {0, 2, 3, 1, 4, 5}, rev[3] = {2, 1, 0}, t2[2] = {1, 0};
+  Dim s6[6] = {x->shape[0], dim_c(4), dim_c(3), dim_c(3), dim_c(1), dim_c(1)};
+  Dim s213[3] = {dim_c(2), dim_c(1), dim_c(3)}, s64[2] = {dim_c(6), dim_c(4)}, s251[3] = {dim_c(2), dim_c(5), dim_c(1)};
+  Node *outs[4] = {
+      ir_transpose(c, ir_reshape(c, ir_transpose(c, x, nchw), 6, s6), back),   // reshape(x)
+      ir_transpose(c, ir_reshape(c, y, 3, s213), rev),                         // reshape(y^T)
+      ir_transpose(c, ir_reshape(c, z, 2, s64), t2),                           // merges axes: stays
+      ir_transpose(c, ir_reshape(c, ir_matmul(c, y, w), 3, s251), rev),        // a product's: stays
+  };
+  return graph(c, outs, 4);
+}
 static IrGraph *simp_nothing(IrCtx *c) {   // no rule applies: the graph comes back as it was
   Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_F32, "3");
   return g1(c, bin(c, OP_SUB, un(c, OP_EXP, bin(c, OP_MUL, x, y)), bin(c, OP_DIV, x, f(c, 3))));
@@ -854,6 +873,7 @@ static const Case cases[] = {
     {"simplify_sum_matmul", "simplify", simp_sum_matmul},
     {"simplify_sink_transpose", "simplify", simp_sink_transpose},
     {"simplify_sink_pool", "simplify", simp_sink_pool},
+    {"simplify_transpose_reshaped", "simplify", simp_transpose_reshaped},
     {"simplify_nothing", "simplify", simp_nothing},
     {"stability_log_softmax", "stability", stab_log_softmax},
     {"stability_log1p_expm1", "stability", stab_log1p_expm1},
