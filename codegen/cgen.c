@@ -13,10 +13,6 @@ static const char prelude[] =
   "typedef void (*KernelFn)(void *, int64_t, int64_t);\n"
   "extern void rt_parallel_for(void *rt, KernelFn fn, void *ctx, int64_t n, int64_t grain);\n"
   "extern void *rt_workspace(void *rt, size_t bytes);\n"
-  "extern float rt_rand_uniform_f32(uint64_t seed, uint64_t i);\n"
-  "extern double rt_rand_uniform_f64(uint64_t seed, uint64_t i);\n"
-  "extern float rt_rand_normal_f32(uint64_t seed, uint64_t i);\n"
-  "extern double rt_rand_normal_f64(uint64_t seed, uint64_t i);\n"
   "extern void rt_gemm_f32(void *rt, int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, int64_t a_batch,\n"
   "  int64_t a_rs, int64_t a_cs, const float *b, int64_t b_batch, int64_t b_rs, int64_t b_cs, float *c, int64_t c_batch,\n"
   "  int64_t c_rs, int64_t c_cs, float beta);\n"
@@ -35,7 +31,27 @@ static const char prelude[] =
   "extern void rt_gemm_f64_win(void *rt, int64_t m, int64_t n, int64_t k, const double *x, const int64_t *geom, int taps_rows,\n"
   "  const double *b, int64_t b_rs, int64_t b_cs, double *c, int64_t c_rs, int64_t c_cs, double beta, EpiFn epi, void *ctx);\n"
   "extern void rt_gemm_f32_wino(void *rt, int64_t m, int64_t n, int64_t k, const float *x, const int64_t *geom,\n"
-  "  int taps_rows, const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n";
+  "  int taps_rows, const float *b, int64_t b_rs, int64_t b_cs, float *c, int64_t c_rs, int64_t c_cs, float beta, EpiFn epi, void *ctx);\n"
+  "#define KILN_FN static inline\n"
+  "static inline uint32_t kiln_as_uint(float x) { uint32_t b; __builtin_memcpy(&b, &x, 4); return b; }\n"
+  "static inline float kiln_as_float(uint32_t b) { float x; __builtin_memcpy(&x, &b, 4); return x; }\n"
+  "#define KILN_AS_UINT(x) kiln_as_uint(x)\n#define KILN_AS_FLOAT(b) kiln_as_float(b)\n"
+  "#ifdef __clang__\n#define KILN_NOCONTRACT _Pragma(\"STDC FP_CONTRACT OFF\")\n#else\n#define KILN_NOCONTRACT\n#endif\n";
+
+// After the Philox text (cg_philox_text): the names the expressions call,
+// computed inline where their loops can vectorize. Not the f32 normals under
+// gcc (the fallback JIT), which contracts a * b + c across statements and has
+// no pragma against it, nor the f64 normals, whose log and cos are libm's
+// (a vector libm's may differ in the last bit): the runtime's, called.
+static const char prelude_rand[] =
+  "static inline float rt_rand_uniform_f32(uint64_t seed, uint64_t i) { return kiln_uniform_f32(seed, i); }\n"
+  "static inline double rt_rand_uniform_f64(uint64_t seed, uint64_t i) { return kiln_uniform_f64(seed, i); }\n"
+  "#ifdef __clang__\n"
+  "static inline float rt_rand_normal_f32(uint64_t seed, uint64_t i) { return kiln_normal_f32(seed, i); }\n"
+  "#else\n"
+  "extern float rt_rand_normal_f32(uint64_t seed, uint64_t i);\n"
+  "#endif\n"
+  "extern double rt_rand_normal_f64(uint64_t seed, uint64_t i);\n";
 
 // The kernel's buffers as local pointers (A: the Args).
 static void declare_buffers(Gen *g, const Kernel *K) {
@@ -895,7 +911,7 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
   Str body = {0}, host = {0};
   Gen g = {.s = s, .c = s->ctx, .out = &body};
   memset(cs, 0, sizeof *cs);
-  str_put(&body, "%s", prelude);
+  str_put(&body, "%s%s%s", prelude, cg_philox_text, prelude_rand);
   str_put(&body, "typedef struct { const int64_t *D; void *scratch; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
   str_put(&body, "typedef struct { const Args *A; int64_t base; } Epi;   // an epilogue's context\n");
   cg_emit_layout(s, &host, 1);

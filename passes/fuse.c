@@ -132,9 +132,10 @@ static void decide(Fuse *f, Node **order, int count) {
     if (n->op == OP_RNG && f->users[n->id] > 1) materialize(s, n);
     // A value read broadcast is computed once per copy unless it has a buffer:
     // an elementwise chain under reshapes, random numbers under transposes too
-    // (a Box-Muller draw costs tens of ns; the direct lowering's kernel
-    // gradient reads dY transposed, once per tap: 23 -> 2.9 ms for a 3x3
-    // layer's against normal() at batch 32). Cheap arithmetic read through a
+    // (a draw is ten rounds of Philox, a Box-Muller one two polynomials more;
+    // the direct lowering's kernel gradient reads dY transposed, once per tap:
+    // 23 -> 2.9 ms for a 3x3 layer's against normal() at batch 32, when
+    // each draw was a call into the runtime). Cheap arithmetic read through a
     // transpose stays inline: max pooling's gradient over its tie count,
     // broadcast over the 2x2 window, would otherwise be a buffer of its own.
     if (n->op == OP_BROADCAST && expands(n)) {
