@@ -114,6 +114,70 @@ static void keep_costly_reductions(Schedule *s, Node **order, int count) {
   free(seen);
 }
 
+// A value several kernels read is computed again in each of them when that
+// moves less memory than writing it once and reading it back: a few cheap
+// ops over buffers that are at most as many (rematerialization). Batch
+// normalization's conv + bias, centred, normalized and shifted values each
+// had a pass of their own (write, then read by the statistics, the next step
+// and the gradient); now the statistics and the activation read the
+// product's output. With R readers and F full-size buffers under the
+// expression, that is R * F reads against F reads, a write and R reads.
+// Not a value computed from a product's result: the product's epilogue
+// writes it from the hot tile at the cost of the write alone, and its
+// readers may be windows that would redo it per tap (the CNN's conv + bias
+// under pooling and its gradient's masks: 1.5-2% slower a step redone).
+enum { REMAT_OPS = 4, REMAT_FULL = 4 };
+
+static int cheap_op(Op op) {
+  switch (op) {
+  case OP_NEG: case OP_ABS: case OP_RELU: case OP_NOT: case OP_CAST: case OP_ADD: case OP_SUB: case OP_MUL:
+  case OP_MAXIMUM: case OP_MINIMUM: case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_EQ: case OP_NE:
+  case OP_AND: case OP_OR: case OP_WHERE:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+typedef struct { Dim size; int ops, nfull; Node *full[REMAT_FULL]; } Remat;
+
+// Walks n's inline expression: 0 if all of it is cheap to do again.
+static int remat_walk(const Schedule *s, Node *root, Node *n, Remat *r) {
+  if (n != root && sched_buf(s, n) >= 0) {
+    Dim d;
+    Node *b = n;
+    while (b->op == OP_RESHAPE && sched_buf(s, b->src[0]) >= 0) b = b->src[0];
+    if (b->op == OP_MATMUL) return -1;   // the product's epilogue writes it while the tile is hot
+    if (!ir_dims_product(n, 0, n->ndim, &d) || !dim_eq(d, r->size)) return 0;   // a smaller value, read broadcast
+    for (int i = 0; i < r->nfull; i++)
+      if (r->full[i] == n) return 0;
+    if (r->nfull == REMAT_FULL) return -1;
+    r->full[r->nfull++] = n;
+    return 0;
+  }
+  switch (ir_ops[n->op].kind) {
+  case K_LEAF:
+    return n->op == OP_RNG ? -1 : 0;
+  case K_MOVE:
+    if (n->op != OP_RESHAPE && n->op != OP_BROADCAST) return -1;
+    return remat_walk(s, root, n->src[0], r);
+  case K_EW:
+    if (!cheap_op(n->op) || ++r->ops > REMAT_OPS) return -1;
+    for (int i = 0; i < n->nsrc; i++)
+      if (remat_walk(s, root, n->src[i], r) < 0) return -1;
+    return 0;
+  default:
+    return -1;
+  }
+}
+
+static int recompute(const Fuse *f, Node *n) {
+  Remat r = {.ops = 0, .nfull = 0};
+  int readers = f->users[n->id];
+  if (!ir_dims_product(n, 0, n->ndim, &r.size) || remat_walk(f->s, n, n, &r) < 0) return 0;
+  return readers * r.nfull <= r.nfull + 1 + readers;
+}
+
 static void decide(Fuse *f, Node **order, int count) {
   Schedule *s = f->s;
   int *depth = calloc(s->nid + 1, sizeof(int));   // inline expression depth, by node id
@@ -128,7 +192,7 @@ static void decide(Fuse *f, Node **order, int count) {
     if (depth[n->id] > MAX_FUSED_DEPTH && k != K_LEAF) { materialize(s, n); depth[n->id] = 0; }
     if ((k == K_REDUCE && !small_reduction(f, n)) || k == K_MATMUL || k == K_ROW || k == K_SCATTER) materialize(s, n);
     // Recomputing a shared value in every reader costs more than a buffer.
-    if (k == K_EW && f->users[n->id] > 1) materialize(s, n);
+    if (k == K_EW && f->users[n->id] > 1 && !recompute(f, n)) materialize(s, n);
     if (n->op == OP_RNG && f->users[n->id] > 1) materialize(s, n);
     // A value read broadcast is computed once per copy unless it has a buffer:
     // an elementwise chain under reshapes, random numbers under transposes too

@@ -1043,6 +1043,37 @@ static void run_lower_case(const char *name, Build build, int gemm, const char *
   ir_ctx_free(c);
 }
 
+// Rematerialization (fuse.c): a value read by several kernels is computed in
+// each when a few cheap ops over at most as many buffers moves less memory
+// than a buffer of its own; not a transcendental one, nor one of a product's
+// result (the product's epilogue writes it from the hot tile).
+static int has_buffer(IrCtx *c, Node **outs, int nout, Node *n) {
+  Schedule *s = pass_fuse(c, graph(c, outs, nout), NULL);
+  int b = sched_buf(s, n) >= 0;
+  sched_free(s);
+  return b;
+}
+
+static void test_fuse_remat(void) {
+  IrCtx *c = ir_ctx_new();
+  Node *x = input(c, "x", DT_F32, "B,8"), *m = input(c, "m", DT_F32, "8"), *y = input(c, "y", DT_F32, "B,8");
+  Node *w = input(c, "w", DT_F32, "8,8");
+  Node *cen = bin(c, OP_MUL, bin(c, OP_SUB, x, m), f(c, 0.5));   // one full buffer under it
+  Node *o1[3] = {ir_reduce(c, OP_SUM, bin(c, OP_MUL, cen, cen), 2, 0), un(c, OP_EXP, cen), un(c, OP_TANH, cen)};
+  check(!has_buffer(c, o1, 3, cen), "fuse: (x - m) * 0.5 read by three kernels is computed in each");
+  Node *sum = bin(c, OP_ADD, x, y);   // two: with 3 readers 6 reads against 6, with 4 8 against 7
+  Node *o2[4] = {un(c, OP_EXP, sum), un(c, OP_LOG, sum), un(c, OP_TANH, sum), un(c, OP_SIN, sum)};
+  check(!has_buffer(c, o2, 3, sum), "fuse: x + y read by three kernels is computed in each");
+  check(has_buffer(c, o2, 4, sum), "fuse: x + y read by four kernels has a buffer");
+  Node *e = un(c, OP_EXP, x);
+  Node *o3[2] = {un(c, OP_LOG, e), un(c, OP_TANH, e)};
+  check(has_buffer(c, o3, 2, e), "fuse: exp(x) read by two kernels has a buffer");
+  Node *z = bin(c, OP_ADD, ir_matmul(c, x, w), m);
+  Node *o4[2] = {un(c, OP_LOG, z), un(c, OP_TANH, z)};
+  check(has_buffer(c, o4, 2, z), "fuse: x @ w + m read by two kernels has a buffer (the product's epilogue)");
+  ir_ctx_free(c);
+}
+
 // Small reductions computed where they are read (fuse.c): a 3-term sum read
 // by one elementwise kernel has no kernel of its own; a 16-term one does, and so
 // does a 3-term max read by a transpose (a mover's strided walk), or by two
@@ -1770,6 +1801,7 @@ int main(int argc, char **argv) {
   run_lower_case("lower_matmul_noblis", lower_small, 0, argv[1], update);
   run_pool_grad_case(argv[1], update);
   test_fuse_inline_reduce();
+  test_fuse_remat();
   test_fuse_broadcast_source();
   test_lower_winograd();
   // MLP: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's product;
