@@ -347,6 +347,10 @@ static const char *pad(Gen *g, Node *n, Index *ix, char *t) {
     int64_t st = n->a.i[i], sp = n->a.i[IR_MAXDIM + i];
     char q[16], cnt[64];
     cg_dim(cnt, sizeof cnt, s->shape[i]);
+    if (st == 0 && sp == 1 && dim_eq(s->shape[i], n->shape[i])) {   // not padded: always in range
+      snprintf(v->idx[i], sizeof v->idx[i], "%s", ix->idx[i]);
+      continue;
+    }
     cg_line(g, "int64_t %s = %s - %" PRId64 ";", cg_tmp(g, q), ix->idx[i], st);
     if (sp == 1) {
       k += snprintf(cond + k, sizeof cond - k, " && %s >= 0 && %s < %s", q, q, cnt);
