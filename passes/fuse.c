@@ -117,15 +117,15 @@ static void keep_costly_reductions(Schedule *s, Node **order, int count) {
 // A value several kernels read is computed again in each of them when that
 // moves less memory than writing it once and reading it back: a few cheap
 // ops over buffers that are at most as many (rematerialization). Batch
-// normalization's conv + bias, centred, normalized and shifted values each
-// had a pass of their own (write, then read by the statistics, the next step
-// and the gradient); now the statistics and the activation read the
-// product's output. With R readers and F full-size buffers under the
-// expression, that is R * F reads against F reads, a write and R reads.
-// Not a value computed from a product's result: the product's epilogue
-// writes it from the hot tile at the cost of the write alone, and its
-// readers may be windows that would redo it per tap (the CNN's conv + bias
-// under pooling and its gradient's masks: 1.5-2% slower a step redone).
+// normalization's centred, normalized and shifted values each had a pass of
+// their own (written, then read by the statistics, the next step and the
+// gradient); now those read the convolution's output. With R readers and F
+// full-size buffers under the expression, that is R * F reads against F
+// reads, a write and R reads. Not a value computed from a product's result:
+// the product's epilogue writes it from the hot tile at the cost of the
+// write alone, and its readers may be windows that would redo it per tap
+// (redoing the CNN's conv + bias under pooling's windows and its gradient's
+// masks made its step 1.5-2% slower).
 enum { REMAT_OPS = 4, REMAT_FULL = 4 };
 
 static int cheap_op(Op op) {
