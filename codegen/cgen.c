@@ -36,9 +36,10 @@ static const char prelude[] =
   "static inline uint32_t kiln_as_uint(float x) { uint32_t b; __builtin_memcpy(&b, &x, 4); return b; }\n"
   "static inline float kiln_as_float(uint32_t b) { float x; __builtin_memcpy(&x, &b, 4); return x; }\n"
   "#define KILN_AS_UINT(x) kiln_as_uint(x)\n#define KILN_AS_FLOAT(b) kiln_as_float(b)\n"
-  "#ifdef __clang__\n#define KILN_NOCONTRACT _Pragma(\"STDC FP_CONTRACT OFF\")\n#else\n#define KILN_NOCONTRACT\n#endif\n"
-  "#if defined(__clang__)\n#define KILN_INDEPENDENT _Pragma(\"clang loop vectorize(assume_safety)\")\n"
-  "#elif defined(__GNUC__)\n#define KILN_INDEPENDENT _Pragma(\"GCC ivdep\")\n#else\n#define KILN_INDEPENDENT\n#endif\n";
+  "#if defined(__clang__)\n#define KILN_NOCONTRACT _Pragma(\"STDC FP_CONTRACT OFF\")\n"
+  "#define KILN_INDEPENDENT _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+  "#elif defined(__GNUC__)\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT _Pragma(\"GCC ivdep\")\n"
+  "#else\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT\n#endif\n";
 
 // After the Philox text (cg_philox_text): the names the expressions call,
 // computed inline where their loops can vectorize. Not the f32 normals under

@@ -174,9 +174,7 @@ static const struct { const char *name; GraphPass run; } graph_passes[] = {
 static JitSymbol runtime_symbols[] = {
   {"rt_parallel_for", (void *)rt_parallel_for},
   {"rt_workspace", (void *)rt_workspace},
-  {"rt_rand_uniform_f32", (void *)rt_rand_uniform_f32},
-  {"rt_rand_uniform_f64", (void *)rt_rand_uniform_f64},
-  {"rt_rand_normal_f32", (void *)rt_rand_normal_f32},
+  {"rt_rand_normal_f32", (void *)rt_rand_normal_f32},   // under gcc only (codegen/cgen.c); uniforms are inline
   {"rt_rand_normal_f64", (void *)rt_rand_normal_f64},
   {"rt_gemm_f32", (void *)rt_gemm_f32},
   {"rt_gemm_f64", (void *)rt_gemm_f64},
