@@ -3,9 +3,11 @@
 // like Theano's canonicalizer it assumes x finite where a rule drops x (x*0,
 // x-x), ignores the sign of zero (x+0, 0-x) and rounds
 // differently where it trades a rounding for an exact op (x^2 -> x*x,
-// sum(broadcast(y)) -> y*count).
+// sum(broadcast(y)) -> y*count) or moves a product out of a sum
+// (sum(x*k) -> sum(x)*k; Theano does it for a scalar k).
 #include "passes.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 // ---- helpers ----------------------------------------------------------------------
@@ -281,6 +283,85 @@ static Node *rule_sum(IrCtx *c, Node *n) {
   return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
 }
 
+// sum(x*k) -> sum(x)*k for factors k constant along the summed axes (a
+// broadcast with size 1 there), likewise -x, x+x and x/k; the factors that
+// vary, in id order, make the one product summed. Batch norm's backward sums
+// dy*gamma*(x-mean) and dy*(x-mean)*rstd, dy*gamma*rstd and dy: as
+// sum(dy*(x-mean)) and sum(dy) times per-channel values, two sums over the
+// batch instead of four (hash-consing makes the equal sums one node).
+#define SUM_FACTORS 8
+typedef struct { Node *vary[SUM_FACTORS], *mul[SUM_FACTORS], *div[SUM_FACTORS]; int nvary, nmul, ndiv; double k; } Factors;
+
+// x a broadcast whose operand has size 1 (or no axis: NumPy's leading axes) on the axes.
+static int constant_along(const Node *x, uint32_t axes) {
+  if (x->op != OP_BROADCAST) return 0;
+  const Node *y = x->src[0];
+  int lead = x->ndim - y->ndim;
+  for (int d = lead; d < x->ndim; d++)
+    if ((axes & (1u << d)) && !dim_is(y->shape[d - lead], 1)) return 0;
+  return 1;
+}
+
+static int split_factors(const Node *n, Node *x, Factors *f, int depth) {
+  uint32_t axes = (uint32_t)n->a.i[0];
+  if (depth > 16) return 0;
+  if (x->dtype != n->dtype) return 0;
+  if (constant_along(x, axes)) {
+    if (f->nmul == SUM_FACTORS) return 0;
+    f->mul[f->nmul++] = x;
+    return 1;
+  }
+  if (same_type(x, n->src[0])) {
+    if (x->op == OP_MUL) return split_factors(n, x->src[0], f, depth + 1) && split_factors(n, x->src[1], f, depth + 1);
+    if (x->op == OP_NEG) { f->k = -f->k; return split_factors(n, x->src[0], f, depth + 1); }
+    if (x->op == OP_ADD && x->src[0] == x->src[1]) { f->k *= 2; return split_factors(n, x->src[0], f, depth + 1); }
+    if (x->op == OP_DIV && x->src[1]->dtype == n->dtype && constant_along(x->src[1], axes)) {
+      if (f->ndiv == SUM_FACTORS) return 0;
+      f->div[f->ndiv++] = x->src[1];
+      return split_factors(n, x->src[0], f, depth + 1);
+    }
+  }
+  if (f->nvary == SUM_FACTORS) return 0;
+  f->vary[f->nvary++] = x;
+  return 1;
+}
+
+static int by_id(const void *a, const void *b) {
+  int x = (*(Node *const *)a)->id, y = (*(Node *const *)b)->id;
+  return (x > y) - (x < y);
+}
+
+// b, a broadcast constant along n's summed axes, in the shape of n's result.
+static Node *as_result(IrCtx *c, const Node *n, const Node *b) {
+  uint32_t axes = (uint32_t)n->a.i[0];
+  Node *y = b->src[0];
+  int lead = b->ndim - y->ndim, nd = 0;
+  Dim shape[IR_MAXDIM];
+  for (int d = 0; d < b->ndim; d++) {
+    Dim size = d < lead ? dim_c(1) : y->shape[d - lead];
+    if (!(axes & (1u << d))) shape[nd++] = size;
+    else if (n->a.i[1]) shape[nd++] = dim_c(1);
+  }
+  Node *r = ir_reshape(c, y, nd, shape);
+  return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
+}
+
+static Node *rule_sum_factors(IrCtx *c, Node *n) {
+  Factors f = {.k = 1};
+  if (!ir_is_float(n->dtype) || !split_factors(n, n->src[0], &f, 0) || !f.nvary) return NULL;
+  if (!f.nmul && !f.ndiv && f.k == 1) return NULL;
+  qsort(f.vary, f.nvary, sizeof *f.vary, by_id);
+  Node *v = f.vary[0];
+  for (int i = 1; i < f.nvary && v; i++) v = ir_binary(c, OP_MUL, v, f.vary[i]);
+  Node *r = v ? ir_reduce(c, OP_SUM, v, (uint32_t)n->a.i[0], (int)n->a.i[1]) : NULL;
+  for (int i = 0; i < f.nmul + f.ndiv && r; i++) {
+    Node *k = as_result(c, n, i < f.nmul ? f.mul[i] : f.div[i - f.nmul]);
+    r = k ? ir_binary(c, i < f.nmul ? OP_MUL : OP_DIV, r, k) : NULL;
+  }
+  if (r && f.k != 1) r = ir_binary(c, OP_MUL, r, fill(c, r, f.k));
+  return r;
+}
+
 // sum over batch axes of a batched product -> one product with those axes folded
 // into the inner dimension: sum_b P[b] @ Q[b] = P' @ Q', P' = [.., m, b*k],
 // Q' = [.., b*k, n]. A weight's gradient through `x[N, T, F] @ W` is then one GEMM
@@ -366,7 +447,11 @@ static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   case OP_TRANSPOSE: r = rule_transpose(c, n); if (!r) r = rule_transpose_reshaped(c, n); break;
   case OP_RESHAPE: r = rule_reshape(c, n); break;
   case OP_BROADCAST: r = rule_broadcast(c, n); break;
-  case OP_SUM: r = rule_sum(c, n); if (!r) r = rule_sum_matmul(c, n); break;
+  case OP_SUM:
+    r = rule_sum(c, n);
+    if (!r) r = rule_sum_matmul(c, n);
+    if (!r) r = rule_sum_factors(c, n);
+    break;
   default: break;
   }
   if (!r && ir_ops[n->op].kind == K_REDUCE) r = rule_reduce_transposed(c, n);

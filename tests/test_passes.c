@@ -781,6 +781,23 @@ static IrGraph *simp_transpose_reshaped(IrCtx *c) {
   };
   return graph(c, outs, 4);
 }
+// sum(x*k) -> sum(x)*k for k constant along the summed axes (likewise -x, x+x,
+// x/k): batch norm's backward. dy*g*x and dy*(x*h) summed over the batch are
+// one sum(dy*x) times g and times h; -(t+t) with t = dy/g, -2*sum(dy)/g; a
+// factor that varies along the summed axis stays inside.
+static IrGraph *simp_sum_factors(IrCtx *c) {
+  Node *x = input(c, "x", DT_F32, "B,3"), *dy = input(c, "dy", DT_F32, "B,3");
+  Node *g = input(c, "g", DT_F32, "3"), *h = input(c, "h", DT_F32, "1,3"), *r = input(c, "r", DT_F32, "B,1");
+  Node *t = bin(c, OP_DIV, dy, g);
+  Node *outs[5] = {
+      ir_reduce(c, OP_SUM, bin(c, OP_MUL, bin(c, OP_MUL, dy, g), x), 1, 0),   // sum(dy*x)*g
+      ir_reduce(c, OP_SUM, bin(c, OP_MUL, dy, bin(c, OP_MUL, x, h)), 1, 0),   // the same sum, *h
+      ir_reduce(c, OP_SUM, un(c, OP_NEG, bin(c, OP_ADD, t, t)), 1, 1),        // sum(dy)/g*(-2), keepdims
+      ir_reduce(c, OP_SUM, bin(c, OP_MUL, dy, r), 2, 0),                      // over axis 1: sum(dy)*r
+      ir_reduce(c, OP_SUM, bin(c, OP_MUL, dy, r), 1, 0),                      // r varies along B: stays
+  };
+  return graph(c, outs, 5);
+}
 static IrGraph *simp_nothing(IrCtx *c) {   // no rule applies: the graph comes back as it was
   Node *x = input(c, "x", DT_F32, "B,3"), *y = input(c, "y", DT_F32, "3");
   return g1(c, bin(c, OP_SUB, un(c, OP_EXP, bin(c, OP_MUL, x, y)), bin(c, OP_DIV, x, f(c, 3))));
@@ -874,6 +891,7 @@ static const Case cases[] = {
     {"simplify_sink_transpose", "simplify", simp_sink_transpose},
     {"simplify_sink_pool", "simplify", simp_sink_pool},
     {"simplify_transpose_reshaped", "simplify", simp_transpose_reshaped},
+    {"simplify_sum_factors", "simplify", simp_sum_factors},
     {"simplify_nothing", "simplify", simp_nothing},
     {"stability_log_softmax", "stability", stab_log_softmax},
     {"stability_log1p_expm1", "stability", stab_log1p_expm1},
