@@ -257,6 +257,22 @@ static Node *rule_broadcast(IrCtx *c, Node *n) {
 }
 
 // ---- reductions ----------------------------------------------------------------------
+// b's operand, b a broadcast of size 1 on n's summed axes, reshaped to the
+// rank of n's result (the summed axes dropped, or kept as 1): broadcast to
+// n's shape, it is b's value along them.
+static Node *reduced(IrCtx *c, const Node *n, const Node *b) {
+  uint32_t axes = (uint32_t)n->a.i[0];
+  Node *y = b->src[0];
+  int lead = b->ndim - y->ndim, nd = 0;
+  Dim shape[IR_MAXDIM];
+  for (int d = 0; d < b->ndim; d++) {
+    Dim size = d < lead ? dim_c(1) : y->shape[d - lead];
+    if (!(axes & (1u << d))) shape[nd++] = size;
+    else if (n->a.i[1]) shape[nd++] = dim_c(1);
+  }
+  return ir_reshape(c, y, nd, shape);
+}
+
 // sum(broadcast(y)) over axes where y has size 1 -> y*count, with y reshaped
 // to the result's shape (count: the reduced axes' concrete sizes' product).
 static Node *rule_sum(IrCtx *c, Node *n) {
@@ -264,21 +280,18 @@ static Node *rule_sum(IrCtx *c, Node *n) {
   if (b->op != OP_BROADCAST || b->src[0]->ndim != b->ndim) return NULL;
   Node *y = b->src[0];
   uint32_t axes = (uint32_t)n->a.i[0];
-  int keep = (int)n->a.i[1], nd = 0;
   int64_t count = 1;
-  Dim shape[IR_MAXDIM];
   for (int d = 0; d < b->ndim; d++) {
-    if (!(axes & (1u << d))) { shape[nd++] = y->shape[d]; continue; }
+    if (!(axes & (1u << d))) continue;
     if (!dim_is(y->shape[d], 1) || (b->shape[d].sym && b->shape[d].k)) return NULL;
     count *= b->shape[d].k;
-    if (keep) shape[nd++] = dim_c(1);
   }
   double v;
   if (ir_is_scalar_const(y, &v)) {
     if (!ir_is_float(n->dtype) && fabs(v * (double)count) >= 9007199254740992.0) return NULL;
     return fill(c, n, v * (double)count);   // one rounding, in double then to the dtype
   }
-  Node *r = ir_reshape(c, y, nd, shape);
+  Node *r = reduced(c, n, b);
   if (r && count != 1) r = ir_binary(c, OP_MUL, r, fill(c, r, (double)count));
   return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
 }
@@ -331,21 +344,6 @@ static int by_id(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-// b, a broadcast constant along n's summed axes, in the shape of n's result.
-static Node *as_result(IrCtx *c, const Node *n, const Node *b) {
-  uint32_t axes = (uint32_t)n->a.i[0];
-  Node *y = b->src[0];
-  int lead = b->ndim - y->ndim, nd = 0;
-  Dim shape[IR_MAXDIM];
-  for (int d = 0; d < b->ndim; d++) {
-    Dim size = d < lead ? dim_c(1) : y->shape[d - lead];
-    if (!(axes & (1u << d))) shape[nd++] = size;
-    else if (n->a.i[1]) shape[nd++] = dim_c(1);
-  }
-  Node *r = ir_reshape(c, y, nd, shape);
-  return r ? ir_broadcast(c, r, n->ndim, n->shape) : NULL;
-}
-
 static Node *rule_sum_factors(IrCtx *c, Node *n) {
   Factors f = {.k = 1};
   if (!ir_is_float(n->dtype) || !split_factors(n, n->src[0], &f, 0) || !f.nvary) return NULL;
@@ -355,7 +353,8 @@ static Node *rule_sum_factors(IrCtx *c, Node *n) {
   for (int i = 1; i < f.nvary && v; i++) v = ir_binary(c, OP_MUL, v, f.vary[i]);
   Node *r = v ? ir_reduce(c, OP_SUM, v, (uint32_t)n->a.i[0], (int)n->a.i[1]) : NULL;
   for (int i = 0; i < f.nmul + f.ndiv && r; i++) {
-    Node *k = as_result(c, n, i < f.nmul ? f.mul[i] : f.div[i - f.nmul]);
+    Node *k = reduced(c, n, i < f.nmul ? f.mul[i] : f.div[i - f.nmul]);
+    if (k) k = ir_broadcast(c, k, n->ndim, n->shape);
     r = k ? ir_binary(c, i < f.nmul ? OP_MUL : OP_DIV, r, k) : NULL;
   }
   if (r && f.k != 1) r = ir_binary(c, OP_MUL, r, fill(c, r, f.k));
