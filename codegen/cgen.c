@@ -138,6 +138,45 @@ static int flat_kernel(const Schedule *s, const Kernel *K) {
   return ok;
 }
 
+// The inner loops of an elementwise kernel that runs axis `inner` innermost
+// (loop_order): the other axes of [s, nd) in order, then a block of the
+// values along `inner` computed into a local array, then stored along the
+// output's stride there. Each element is the same expression as in the plain
+// order, so the values are the same bits.
+static void ew_block_loops(Gen *g, const Kernel *K, Index *ix, int s, int inner, const char *L) {
+  Node *n = K->node;
+  char t[16], dd[64], st[128];
+  Str base = {0};
+  str_put(&base, "r*%s", L);
+  for (int d = s; d < n->ndim; d++) {
+    if (d == inner) continue;
+    cg_dim(dd, sizeof dd, n->shape[d]);
+    cg_prod(st, sizeof st, n->shape, d + 1, n->ndim);
+    snprintf(ix->idx[d], sizeof ix->idx[d], "j%d", d);
+    cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", d, d, dd, d);
+    g->ind++;
+    str_put(&base, " + j%d*%s", d, st);
+  }
+  cg_dim(dd, sizeof dd, n->shape[inner]);
+  cg_prod(st, sizeof st, n->shape, inner + 1, n->ndim);
+  const char *ct = cg_ctype(n->dtype);
+  cg_line(g, "%s blk[%s];", ct, dd);
+  snprintf(ix->idx[inner], sizeof ix->idx[inner], "j%d", inner);
+  ix->has_idx = 1;
+  cg_line(g, "KILN_INDEPENDENT");
+  cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", inner, inner, dd, inner);
+  g->ind++;
+  const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
+  cg_line(g, "blk[j%d] = %s;", inner, v);
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "int64_t %s = %s;", cg_tmp(g, t), base.s);
+  cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) b%d[%s + j%d*%s] = blk[j%d];", inner, inner, dd, inner, K->out, t,
+          inner, st, inner);
+  free(base.s);
+  while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
+}
+
 // Elementwise: rows in parallel, the trailing axes as nested inner loops (the
 // last one vectorized); a kernel that reads everything at the element it
 // writes is one flat loop instead.
@@ -157,12 +196,20 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   } else {
     int s = inner_split(n->ndim, n->shape);
     cg_prod(L, sizeof L, n->shape, s, n->ndim);
+    int inner = cg_loop_order(g->s, K, s);
     cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
     g->ind++;
     Index *rows = cg_index(g, s, n->shape);
     strcpy(rows->lin, "r");
     cg_need_idx(g, rows);
     for (int d = 0; d < s; d++) strcpy(ix->idx[d], rows->idx[d]);
+    if (inner != n->ndim - 1) {
+      ew_block_loops(g, K, ix, s, inner, L);
+      cg_prod(work, 128, n->shape, 0, s);
+      snprintf(grain, 128, "(4096 / (%s + 1) + 1)", L);
+      end_kernel(g);
+      return;
+    }
     cg_line(g, "int64_t %s = r*%s;", cg_tmp(g, t), L);   // the element's index, counted up
     strcpy(ix->lin, t);
     for (int d = s; d < n->ndim; d++) {

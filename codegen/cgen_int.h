@@ -50,6 +50,8 @@ extern const char cg_philox_text[];                  // philox_text.c: the rando
 int cg_view_of(const Schedule *s, Node *n, char *off, char (*st)[96]);   // offset and strides over a buffer
 int cg_declare_view(Gen *g, Node *n, const char *p);                     // `P off`, `P s0`..; the buffer
 int cg_flat_kernel(const Schedule *s, const Kernel *K);                  // reads all at the element it writes
+// From order.c: the axis of [split, nd) an elementwise kernel runs innermost (nd - 1: its last).
+int cg_loop_order(const Schedule *s, const Kernel *K, int split);
 void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
 DType cg_reduce_acc(const Node *n);                                      // f32 sums in double (counts exact in f32)
 void cg_reduce_step(Gen *g, Node *n, DType acc, const char *a, const char *v);   // a = op(a, v)

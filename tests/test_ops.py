@@ -765,6 +765,33 @@ def large(S, rng):
     chk("large softmax of a reshaped transpose", "softmax(reshape(transpose(%s), [1, 130, 1, 150]), axis=1)" % xk,
         np.exp(log_softmax(x.T.reshape(1, 130, 1, 150), 1)))
     chk("large strided slice", "%s[::-3, 7:-5:2]" % xk, x[::-3, 7:-5:2], tol=1e-6)
+    # Kernels that write one layout from reads of another run the reads' axis
+    # innermost (cgen.c, loop_order): channels last into NCHW, a transpose of
+    # the last two axes, average pooling of a transposed value (each with
+    # softmax after it, which reads the kernel's output from its buffer).
+    # Literal inputs, over the folder's size limit: read from buffers.
+    def sm(v, ax):
+        return np.exp(log_softmax(v, ax))
+    for dt in ("f32", "f64"):
+        npdt = np.float32 if dt == "f32" else np.float64
+        a4, b4 = (rng.standard_normal((2, 10, 11, 24)).astype(npdt) for _ in range(2))
+        ak, bk = lit(a4, dt), lit(b4, dt)
+        tol = 1e-5 if dt == "f32" else 1e-9
+        # (c, read in the output's order, keeps simplify from moving the transposes out)
+        c4 = rng.standard_normal((2, 24, 10, 11)).astype(npdt)
+        at, bt = (np.transpose(v, (0, 3, 1, 2)).astype(np.float64) for v in (a4, b4))
+        chk("loop order %s: channels last into NCHW" % dt,
+            "softmax(transpose(%s, [0, 3, 1, 2]) * transpose(%s, [0, 3, 1, 2]) + transpose(%s, [0, 3, 1, 2]) * %s, axis=3)"
+            % (ak, bk, ak, lit(c4, dt)), sm(at * bt + at * c4, 3), dt, tol=tol)
+        c4 = rng.standard_normal((2, 10, 24, 11)).astype(npdt)
+        at, bt = (np.transpose(v, (0, 1, 3, 2)).astype(np.float64) for v in (a4, b4))
+        chk("loop order %s: the last two axes swapped" % dt,
+            "softmax(transpose(%s, [0, 1, 3, 2]) * transpose(%s, [0, 1, 3, 2]) + transpose(%s, [0, 1, 3, 2]) * %s, axis=2)"
+            % (ak, bk, ak, lit(c4, dt)), sm(at * bt + at * c4, 2), dt, tol=tol)
+        pooled = np.maximum(np.transpose(a4, (0, 3, 1, 2)).astype(np.float64), 0)[:, :, :10, :10]
+        pooled = pooled.reshape(2, 24, 5, 2, 5, 2).mean(axis=(3, 5))
+        chk("loop order %s: average pooling of a transposed value" % dt,
+            "softmax(avgpool2d(transpose(relu(%s), [0, 3, 1, 2]), 2), axis=3)" % ak, sm(pooled, 3), dt, tol=tol)
     chk("large f64 sum", "sum(%s, axis=0)" % xk64, x64.sum(0), "f64", tol=1e-9)
     S.add("large sum of ones", [], "sum(ones([1000, 1000]))", expect_exact(1e6))
     S.add("large sum of ones axis 0", [], "max(abs(sum(ones([1000, 1001]), axis=0) - 1000))", expect_exact(0))

@@ -109,6 +109,45 @@ def strided_phases(kiln):
               "; ".join(lines)[:300] or "no remark at all")
 
 
+# Average pooling of a channels-last value feeding flatten: the kernel writes
+# NCHW and reads along the channels; it runs them innermost (cgen.c,
+# loop_order) into a block, and that loop must vectorize. Clang's, as above.
+POOL_FLATTEN = """import "nn"
+input x : f32[B, 1, 28, 28]
+input y : i32[B]
+h = relu(batchnorm(conv(x, 32, 3, stride=2)))
+logits = dense(flatten(avgpool2d(h, 2)), 10)
+loss = mean(softmax_cross_entropy(logits, y))
+data d = idx("/usr/share/datasets/fashion-mnist", normalize=true)
+train loss on d.train with sgd(lr=0.01), batch=32, epochs=1
+"""
+
+
+def pooled_channels(kiln):
+    version = subprocess.run([kiln, "--version"], capture_output=True, text=True).stdout
+    if "clang" not in version:
+        check(True, "pooling into flatten: not checked: " + version.strip())
+        return
+    path = os.path.join("/tmp", "kiln_vec_pool_%d.kiln" % os.getpid())
+    with open(path, "w") as f:
+        f.write(POOL_FLATTEN)
+    r = subprocess.run([kiln, "emit-c", path, "--vectorize"], capture_output=True, text=True, cwd="/tmp", timeout=600)
+    os.unlink(path)
+    ok = r.returncode == 0 and "// vectorization, as the JIT's compiler reports" in r.stdout
+    check(ok, "pooling into flatten: a report follows the C", r.stderr.strip()[-300:])
+    if not ok:
+        return
+    src = r.stdout.split("// vectorization, as the JIT's compiler reports")[0]
+    blocks = [m.group(1) + " " + m.group(2) for m in
+              re.finditer(r"^// (k\d+): (\w+) *\nstatic void kern\d+\(.*?^}", src, re.M | re.S) if "blk[" in m.group(0)]
+    ks = per_kernel(r.stdout)
+    check(len(blocks) >= 1, "pooling into flatten: a kernel runs the channels innermost", str(list(ks)))
+    for k in blocks:
+        lines = ks.get(k, [])
+        check(any(VECTORIZED.search(l) for l in lines), f"pooling into flatten: {k} (channels innermost) has a vectorized loop",
+              "; ".join(lines)[:300] or "no remark at all")
+
+
 def main():
     kiln = os.path.abspath(sys.argv[1])
     for ex in ("mlp.kiln", "logreg.kiln"):
@@ -132,6 +171,7 @@ def main():
             check(any(VECTORIZED.search(l) for l in lines), f"{ex}: {k} has a vectorized loop",
                   "; ".join(lines)[:300] or "no remark at all")
     strided_phases(kiln)
+    pooled_channels(kiln)
     r = subprocess.run([kiln, "run", os.path.join(ROOT, "examples", "logreg.kiln"), "--vectorize"],
                        capture_output=True, text=True, cwd="/tmp", timeout=60)
     check(r.returncode != 0 and "--vectorize goes with kiln emit-c" in r.stderr, "--vectorize outside emit-c is refused",
