@@ -124,33 +124,54 @@ static inline float *slot_du(const Wino *q, int64_t s) { return q->ws + (s + 1) 
 
 // ---- the kernel's transform: U[xi][c][o] = (G_h w_oc G_w^T)[xi] ----------------
 
+// Each frequency's nr values go to U whole, from row (in L1): stored a group
+// of 8 at a time, the 36 or 64 frequencies' lines, npan*C*nr floats apart
+// (8 KiB on the CNN's second layer: one L1 set), were each written in pieces
+// and evicted in between, the rest of the transform's time.
 static inline __attribute__((always_inline)) void kernel_panel_body(const Wino *q, int64_t jp, int64_t c) {
     int kh = q->ah.r, kw = q->aw.r, nr = q->kn->nr;
+    float row[MAX_WA * MAX_WA * 64];   // [wa2][nr], nr <= 64 (rt_gemm_f32_wino)
     for (int o0 = 0; o0 < nr; o0 += 8) {
         v8 g[5][5], t[MAX_WA][5];
+        // A whole group of 8 outputs is built in registers: 8 scalar stores
+        // read back as one vector missed store forwarding, half of the
+        // transform's time (perf; the CNN's second layer at batch 1).
+        int64_t o1 = jp * nr + o0, s = q->b_cs;
         for (int i = 0; i < kh; i++)
             for (int j = 0; j < kw; j++) {
-                float l[8];
-                const float *p = q->b + ((c * kh + i) * kw + j) * q->b_rs;
-                for (int v = 0; v < 8; v++) {
-                    int64_t o = jp * nr + o0 + v;
-                    l[v] = o < q->o ? p[o * q->b_cs] : 0;
+                const float *p = q->b + ((c * kh + i) * kw + j) * q->b_rs + o1 * s;
+                if (o1 + 8 <= q->o) {
+                    g[i][j] = (v8){p[0], p[s], p[2 * s], p[3 * s], p[4 * s], p[5 * s], p[6 * s], p[7 * s]};
+                    continue;
                 }
+                float l[8];
+                for (int v = 0; v < 8; v++) l[v] = o1 + v < q->o ? p[v * s] : 0;
                 memcpy(&g[i][j], l, sizeof l);
             }
-        for (int a = 0; a < q->wa; a++)
+        // MAX_WA independent sums side by side (G's rows past alpha are
+        // zero): one sum at a time was a chain of dependent multiply-adds.
+        // Each sum still adds its terms in the same order.
+        for (int j = 0; j < kw; j++) {
+            v8 acc[MAX_WA];
+            _Pragma("GCC unroll 8") for (int a = 0; a < MAX_WA; a++) acc[a] = v_zero;
+            for (int i = 0; i < kh; i++) {
+                _Pragma("GCC unroll 8") for (int a = 0; a < MAX_WA; a++) acc[a] += q->ah.g[a][i] * g[i][j];
+            }
+            _Pragma("GCC unroll 8") for (int a = 0; a < MAX_WA; a++) t[a][j] = acc[a];
+        }
+        for (int a = 0; a < q->wa; a++) {
+            v8 acc[MAX_WA];
+            _Pragma("GCC unroll 8") for (int e = 0; e < MAX_WA; e++) acc[e] = v_zero;
             for (int j = 0; j < kw; j++) {
-                v8 s = v_zero;
-                for (int i = 0; i < kh; i++) s += q->ah.g[a][i] * g[i][j];
-                t[a][j] = s;
+                _Pragma("GCC unroll 8") for (int e = 0; e < MAX_WA; e++) acc[e] += q->aw.g[e][j] * t[a][j];
             }
-        for (int a = 0; a < q->wa; a++)
-            for (int e = 0; e < q->wa; e++) {
-                v8 s = v_zero;
-                for (int j = 0; j < kw; j++) s += q->aw.g[e][j] * t[a][j];
-                memcpy(q->u + (((a * q->wa + e) * q->npan + jp) * q->c + c) * nr + o0, &s, sizeof s);
-            }
+            _Pragma("GCC unroll 8") for (int e = 0; e < MAX_WA; e++)
+                if (e < q->wa) memcpy(row + (a * q->wa + e) * nr + o0, &acc[e], sizeof acc[e]);
+        }
     }
+    for (int xi = 0; xi < q->wa2; xi++)
+        for (int o0 = 0; o0 < nr; o0 += 8)   // fixed-size copies: inline moves, not a call each
+            memcpy(q->u + ((xi * q->npan + jp) * q->c + c) * nr + o0, row + xi * nr + o0, sizeof(v8));
 }
 
 // ---- a block of tiles: input transform, products, output transform ------------
