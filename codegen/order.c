@@ -109,8 +109,8 @@ static void vote_reads(Votes *v, Node *n, int top, const int *map, double w) {
   vote_reads(v, x, 0, m, w);
 }
 
-// The axis of [s, nd) that an elementwise kernel runs innermost: its last one
-// (its output's rows, written in order), unless more of its reads run along
+// The axis of [split, nd) that an elementwise kernel runs innermost: its last
+// one (its output's rows, written in order), unless more of its reads run along
 // another one of constant length in [ORDER_BLOCK_MIN, ORDER_BLOCK_MAX]. The
 // output's write counts as one read along the last axis.
 int cg_loop_order(const Schedule *s, const Kernel *K, int split) {

@@ -84,34 +84,37 @@ train loss on d.train with sgd(lr=0.01), batch=32, epochs=1
 """
 
 
-def strided_phases(kiln):
+def marked_kernels(kiln, tag, program, marker, what, why_clang):
+    """emit-c --vectorize on program: the kernels of its first graph whose C
+    contains marker must exist and each report a vectorized loop (what: the
+    kernel's role, for the messages). Clang's vectorizer only (why_clang: why)."""
     version = subprocess.run([kiln, "--version"], capture_output=True, text=True).stdout
-    if "clang" not in version:   # GCC's vectorizer declines the guarded reads' non-affine indices
-        check(True, "strided conv + batchnorm: not checked: " + version.strip())
+    if "clang" not in version:
+        check(True, "%s: not checked (%s): %s" % (tag, why_clang, version.strip()))
         return
-    path = os.path.join("/tmp", "kiln_vec_strided_%d.kiln" % os.getpid())
+    path = os.path.join("/tmp", "kiln_vec_%d.kiln" % os.getpid())
     with open(path, "w") as f:
-        f.write(BN_STRIDED)
+        f.write(program)
     r = subprocess.run([kiln, "emit-c", path, "--vectorize"], capture_output=True, text=True, cwd="/tmp", timeout=600)
     os.unlink(path)
     ok = r.returncode == 0 and "// vectorization, as the JIT's compiler reports" in r.stdout
-    check(ok, "strided conv + batchnorm: a report follows the C", r.stderr.strip()[-300:])
+    check(ok, tag + ": a report follows the C", r.stderr.strip()[-300:])
     if not ok:
         return
     src = r.stdout.split("// vectorization, as the JIT's compiler reports")[0]
-    phases = [m.group(1) + " " + m.group(2) for m in
-              re.finditer(r"^// (k\d+): (\w+) *\nstatic void kern\d+\(.*?^}", src, re.M | re.S) if "% 2 == 0" in m.group(0)]
+    found = [m.group(1) + " " + m.group(2) for m in
+             re.finditer(r"^// (k\d+): (\w+) *\nstatic void kern\d+\(.*?^}", src, re.M | re.S) if marker in m.group(0)]
     ks = per_kernel(r.stdout)
-    check(len(phases) >= 1, "strided conv + batchnorm: a kernel sums the input gradient's phases", str(list(ks)))
-    for k in phases:
+    check(len(found) >= 1, "%s: a kernel %s" % (tag, what), str(list(ks)))
+    for k in found:
         lines = ks.get(k, [])
-        check(any(VECTORIZED.search(l) for l in lines), f"strided conv + batchnorm: {k} (the phases' sum) has a vectorized loop",
+        check(any(VECTORIZED.search(l) for l in lines), "%s: %s (it %s) has a vectorized loop" % (tag, k, what),
               "; ".join(lines)[:300] or "no remark at all")
 
 
 # Average pooling of a channels-last value feeding flatten: the kernel writes
-# NCHW and reads along the channels; it runs them innermost (cgen.c,
-# loop_order) into a block, and that loop must vectorize. Clang's, as above.
+# NCHW and reads along the channels; it runs them innermost (order.c,
+# cg_loop_order) into a block, and that loop must vectorize. Clang's, as above.
 POOL_FLATTEN = """import "nn"
 input x : f32[B, 1, 28, 28]
 input y : i32[B]
@@ -121,31 +124,6 @@ loss = mean(softmax_cross_entropy(logits, y))
 data d = idx("/usr/share/datasets/fashion-mnist", normalize=true)
 train loss on d.train with sgd(lr=0.01), batch=32, epochs=1
 """
-
-
-def pooled_channels(kiln):
-    version = subprocess.run([kiln, "--version"], capture_output=True, text=True).stdout
-    if "clang" not in version:
-        check(True, "pooling into flatten: not checked: " + version.strip())
-        return
-    path = os.path.join("/tmp", "kiln_vec_pool_%d.kiln" % os.getpid())
-    with open(path, "w") as f:
-        f.write(POOL_FLATTEN)
-    r = subprocess.run([kiln, "emit-c", path, "--vectorize"], capture_output=True, text=True, cwd="/tmp", timeout=600)
-    os.unlink(path)
-    ok = r.returncode == 0 and "// vectorization, as the JIT's compiler reports" in r.stdout
-    check(ok, "pooling into flatten: a report follows the C", r.stderr.strip()[-300:])
-    if not ok:
-        return
-    src = r.stdout.split("// vectorization, as the JIT's compiler reports")[0]
-    blocks = [m.group(1) + " " + m.group(2) for m in
-              re.finditer(r"^// (k\d+): (\w+) *\nstatic void kern\d+\(.*?^}", src, re.M | re.S) if "blk[" in m.group(0)]
-    ks = per_kernel(r.stdout)
-    check(len(blocks) >= 1, "pooling into flatten: a kernel runs the channels innermost", str(list(ks)))
-    for k in blocks:
-        lines = ks.get(k, [])
-        check(any(VECTORIZED.search(l) for l in lines), f"pooling into flatten: {k} (channels innermost) has a vectorized loop",
-              "; ".join(lines)[:300] or "no remark at all")
 
 
 def main():
@@ -170,8 +148,10 @@ def main():
         for k, lines in ew.items():
             check(any(VECTORIZED.search(l) for l in lines), f"{ex}: {k} has a vectorized loop",
                   "; ".join(lines)[:300] or "no remark at all")
-    strided_phases(kiln)
-    pooled_channels(kiln)
+    marked_kernels(kiln, "strided conv + batchnorm", BN_STRIDED, "% 2 == 0", "sums the input gradient's phases",
+                   "GCC's vectorizer declines the guarded reads' non-affine indices")
+    marked_kernels(kiln, "pooling into flatten", POOL_FLATTEN, "blk[", "runs the channels innermost",
+                   "GCC's vectorizer, as above")
     r = subprocess.run([kiln, "run", os.path.join(ROOT, "examples", "logreg.kiln"), "--vectorize"],
                        capture_output=True, text=True, cwd="/tmp", timeout=60)
     check(r.returncode != 0 and "--vectorize goes with kiln emit-c" in r.stderr, "--vectorize outside emit-c is refused",
