@@ -138,8 +138,17 @@ static int flat_kernel(const Schedule *s, const Kernel *K) {
   return ok;
 }
 
+// Opens the loop over n's axis d, its index j<d>.
+static void open_axis_loop(Gen *g, Index *ix, const Node *n, int d) {
+  char dd[64];
+  cg_dim(dd, sizeof dd, n->shape[d]);
+  snprintf(ix->idx[d], sizeof ix->idx[d], "j%d", d);
+  cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", d, d, dd, d);
+  g->ind++;
+}
+
 // The inner loops of an elementwise kernel that runs axis `inner` innermost
-// (loop_order): the other axes of [s, nd) in order, then a block of the
+// (order.c's cg_loop_order): the other axes of [s, nd) in order, then a block of the
 // values along `inner` computed into a local array, then stored along the
 // output's stride there. Each element is the same expression as in the plain
 // order, so the values are the same bits.
@@ -150,22 +159,16 @@ static void ew_block_loops(Gen *g, const Kernel *K, Index *ix, int s, int inner,
   str_put(&base, "r*%s", L);
   for (int d = s; d < n->ndim; d++) {
     if (d == inner) continue;
-    cg_dim(dd, sizeof dd, n->shape[d]);
     cg_prod(st, sizeof st, n->shape, d + 1, n->ndim);
-    snprintf(ix->idx[d], sizeof ix->idx[d], "j%d", d);
-    cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", d, d, dd, d);
-    g->ind++;
+    open_axis_loop(g, ix, n, d);
     str_put(&base, " + j%d*%s", d, st);
   }
   cg_dim(dd, sizeof dd, n->shape[inner]);
   cg_prod(st, sizeof st, n->shape, inner + 1, n->ndim);
-  const char *ct = cg_ctype(n->dtype);
-  cg_line(g, "%s blk[%s];", ct, dd);
-  snprintf(ix->idx[inner], sizeof ix->idx[inner], "j%d", inner);
-  ix->has_idx = 1;
+  cg_line(g, "%s blk[%s];", cg_ctype(n->dtype), dd);
   cg_line(g, "KILN_INDEPENDENT");
-  cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", inner, inner, dd, inner);
-  g->ind++;
+  open_axis_loop(g, ix, n, inner);
+  ix->has_idx = 1;
   const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
   cg_line(g, "blk[j%d] = %s;", inner, v);
   g->ind--;
@@ -196,6 +199,8 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
   } else {
     int s = inner_split(n->ndim, n->shape);
     cg_prod(L, sizeof L, n->shape, s, n->ndim);
+    cg_prod(work, 128, n->shape, 0, s);
+    snprintf(grain, 128, "(4096 / (%s + 1) + 1)", L);
     int inner = cg_loop_order(g->s, K, s);
     cg_line(g, "for (int64_t r = lo; r < hi; r++) {");
     g->ind++;
@@ -205,28 +210,20 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
     for (int d = 0; d < s; d++) strcpy(ix->idx[d], rows->idx[d]);
     if (inner != n->ndim - 1) {
       ew_block_loops(g, K, ix, s, inner, L);
-      cg_prod(work, 128, n->shape, 0, s);
-      snprintf(grain, 128, "(4096 / (%s + 1) + 1)", L);
       end_kernel(g);
       return;
     }
     cg_line(g, "int64_t %s = r*%s;", cg_tmp(g, t), L);   // the element's index, counted up
     strcpy(ix->lin, t);
     for (int d = s; d < n->ndim; d++) {
-      char dd[64];
-      cg_dim(dd, sizeof dd, n->shape[d]);
-      snprintf(ix->idx[d], sizeof ix->idx[d], "j%d", d);
       // The innermost loop's iterations are independent: the output is no
       // operand's storage but one read at the same element (plan.c's in
       // place). Said, so that reads under a branch (PAD's, CONCAT's) do not
       // keep it scalar: the vectorizer cannot bound what they read.
       if (d == n->ndim - 1) cg_line(g, "KILN_INDEPENDENT");
-      cg_line(g, "for (int64_t j%d = 0; j%d < %s; j%d++) {", d, d, dd, d);
-      g->ind++;
+      open_axis_loop(g, ix, n, d);
     }
     ix->has_idx = 1;
-    cg_prod(work, 128, n->shape, 0, s);
-    snprintf(grain, 128, "(4096 / (%s + 1) + 1)", L);
   }
   const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
   cg_line(g, "b%d[%s] = %s;", K->out, ix->lin, v);
