@@ -29,7 +29,7 @@ suite() {
 }
 run_suites() {  # build dir, label
   local b=$1 l=$2
-  for t in jit runtime data ckpt parser autodiff passes api conv_sweep cuda fuzz; do
+  for t in jit runtime data ckpt parser autodiff passes api conv_sweep cuda cuda_abi fuzz; do
     [ -x "$b/tests/test_$t" ] && suite "$l $t" "$b/tests/test_$t" "$PWD/tests/golden"
   done
   suite "$l safetensors" .venv/bin/python tests/test_safetensors.py "$b"

@@ -35,7 +35,7 @@ typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 enum { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76 };
-enum { CUDA_ERROR_NO_DEVICE = 100, CUDA_ERROR_STUB_LIBRARY = 34, CUDA_ERROR_INSUFFICIENT_DRIVER = 35 };
+enum { CUDA_ERROR_NO_DEVICE = 100, CUDA_ERROR_STUB_LIBRARY = 34 };
 
 typedef int nvrtcResult;                // NVRTC_SUCCESS == 0
 typedef struct _nvrtcProgram *nvrtcProgram;

@@ -2,7 +2,8 @@
 // missing libcuda, the toolkit's stub, and KILN_LIBCUDA / KILN_NVRTC / KILN_CUBLAS
 // pointed at nothing), the toolkit's cuBLAS resolved, --device parsing, and NVRTC itself: CUBINs for sm_80 and sm_90, PTX for
 // an architecture newer than NVRTC, the disk cache, the log with the source line; and the
-// next batch's copy stream (rt_cuda_prefetch) on the fake driver built beside this program.
+// next batch's copy stream (rt_cuda_prefetch) on the fake driver built beside this program, and that
+// fake device's own checks: a barrier some threads skip aborts, racy reads see both orders.
 // NVRTC must load: a machine without it fails here, loudly, rather than skipping.
 //
 //   test_cuda                         the checks
@@ -17,6 +18,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
@@ -222,6 +225,92 @@ static void prefetch_checks(void) {
   unsetenv("KILN_LIBCUDA");
 }
 
+// The fake device's own checks of what a GPU leaves undefined (tests/fakecuda/shim.h),
+// which the op suites on it rely on: a barrier some threads skip by returning
+// aborts the run, named; and the threads between two barriers run in turn in
+// ascending and descending order, so a read of what another thread wrote with
+// no barrier between does not get a lucky answer.
+static const char fake_kernels[] =
+  "extern \"C\" __global__ void __launch_bounds__(64) skips(float *o) {\n"
+  "  if (threadIdx.x < 16) return;\n"
+  "  __syncthreads();\n"
+  "  o[threadIdx.x] = 1;\n"
+  "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(64) racy(float *o) {\n"
+  "  __shared__ float sh[64];\n"
+  "  sh[threadIdx.x] = threadIdx.x;\n"
+  "  __syncthreads();\n"
+  "  sh[threadIdx.x] += 100;\n"
+  "  o[threadIdx.x] = sh[(threadIdx.x + 1) % 64];   // no barrier since the write: a race\n"
+  "}\n";
+
+// Launches kernel name of mod over one block of 64 threads, out: 64 floats; in a
+// child process, whose stderr goes to err. The child's wait status.
+static int fake_launch(RtCudaExec *x, CUmodule mod, const char *name, float *out, char *err, size_t errlen) {
+  int fd[2];
+  if (pipe(fd)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd[1], 2);
+    close(fd[0]);
+    CUfunction f;
+    CUdeviceptr o = rt_cuda_alloc(x, 64 * sizeof(float));
+    void *params[] = {&o};
+    if (!o || x->cu->cuModuleGetFunction(&f, mod, name) ||
+        x->cu->cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, x->stream, params, NULL) ||
+        rt_cuda_download(x, out, o, 64 * sizeof(float)) || rt_cuda_sync(x))
+      _exit(2);
+    if (write(fd[1], out, 64 * sizeof(float)) < 0) _exit(3);
+    _exit(0);
+  }
+  close(fd[1]);
+  char buf[4096];
+  size_t n = 0;
+  ssize_t r;
+  while ((r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+  close(fd[0]);
+  buf[n] = 0;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && !WEXITSTATUS(status) && n == 64 * sizeof(float)) memcpy(out, buf, n);
+  snprintf(err, errlen, "%s", buf);
+  for (char *p = err; *p; p++) if (*p == '\n') *p = ' ';
+  return status;
+}
+
+static void fake_schedule_checks(const char *dir, const char *fake_dir) {
+  char lib[4096], nv[4096], err[4096];
+  snprintf(lib, sizeof lib, "%s/libkiln_fakecuda.so", fake_dir);
+  snprintf(nv, sizeof nv, "%s/libkiln_fakenvrtc.so", fake_dir);
+  setenv("KILN_LIBCUDA", lib, 1);
+  setenv("KILN_NVRTC", nv, 1);
+  RtCuda cu = {0};
+  RtCudaExec x;
+  NvrtcImage im = {0};
+  CUmodule mod = NULL;
+  int ok = !rt_cuda_exec_open(&x, &cu, 0, err, sizeof err) && !rt_cuda_nvrtc(&cu, err, sizeof err) &&
+           !nvrtc_compile(&cu, fake_kernels, 90, dir, &im, err, sizeof err);
+  ok = ok && !cu.cuModuleLoadData(&mod, im.image);
+  check(ok, "the fake NVRTC builds two kernels for the fake driver: %s", ok ? "ok" : err);
+  if (ok) {
+    float out[64] = {0};
+    int st = fake_launch(&x, mod, "skips", out, err, sizeof err);
+    check(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && has(err, "kernel skips") && has(err, "48 threads reached barrier 1") &&
+          has(err, "16 returned without it"), "a __syncthreads that 16 of 64 threads skip aborts the run: %s", err);
+    st = fake_launch(&x, mod, "racy", out, err, sizeof err);
+    // In ascending order thread 0 would read 1 (thread 1 not yet at its +100) and
+    // thread 63 100; the second turn runs descending: 101, and 0.
+    check(WIFEXITED(st) && !WEXITSTATUS(st) && out[0] == 101 && out[63] == 0,
+          "between two barriers the threads run in descending order (a racy read gets %g and %g)", out[0], out[63]);
+    cu.cuModuleUnload(mod);
+  }
+  nvrtc_image_free(&im);
+  rt_cuda_exec_close(&x);
+  rt_cuda_close(&cu);
+  unsetenv("KILN_LIBCUDA");
+  unsetenv("KILN_NVRTC");
+}
+
 int main(int argc, char **argv) {
   if (argc > 3 && !strcmp(argv[1], "--compile")) return compile_file(argc, argv);
   char dir[] = "/tmp/kiln_test_cuda_XXXXXX";
@@ -229,6 +318,10 @@ int main(int argc, char **argv) {
   loader_checks();
   nvrtc_checks(dir);
   prefetch_checks();
+  char fake_dir[4096];   // the fakes are built beside this program
+  ssize_t n = readlink("/proc/self/exe", fake_dir, sizeof fake_dir - 1);
+  char *slash = n > 0 ? memrchr(fake_dir, '/', (size_t)n) : NULL;
+  if (slash) { *slash = 0; fake_schedule_checks(dir, fake_dir); }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) fprintf(stderr, "test_cuda: could not remove %s\n", dir);

@@ -43,9 +43,9 @@ static void launchers(FILE *f, const char *src) {
     if (!strncmp(p, "__launch_bounds__(", 18)) p = strchr(p, ')') + 2;
     size_t n = strcspn(p, "( ");
     fprintf(f, "extern \"C\" void kiln_fake__%.*s(unsigned gx, unsigned bx, void **params) {\n"
-               "  kiln_fake_run(gx, bx, [](void **p) { kiln_fake_apply(%.*s, p); }, params);\n}\n"
+               "  kiln_fake_run(\"%.*s\", gx, bx, [](void **p) { kiln_fake_apply(%.*s, p); }, params);\n}\n"
                "extern \"C\" int kiln_fake_sizes__%.*s(kiln_size_t *sizes) { return kiln_fake_sizes(%.*s, sizes); }\n",
-            (int)n, p, (int)n, p, (int)n, p, (int)n, p);
+            (int)n, p, (int)n, p, (int)n, p, (int)n, p, (int)n, p);
   }
 }
 

@@ -4,6 +4,12 @@
 // barrier (each fiber runs until it reaches it, then the next), warp shuffles
 // go through a per-block slot array between two barriers, and __shared__ is a
 // thread_local static (a block's fibers share it; blocks run one after another).
+// What a GPU leaves undefined is made to show: the fibers between two barriers
+// run in ascending order, then descending, then ascending... so that a thread
+// reading what another wrote without a barrier between gets a different value
+// from one stretch to the next (and the test a wrong answer); and a barrier (or
+// a shuffle) that some of a block's threads reach while others have returned
+// aborts the run with the kernel's name (on a GPU: a hang or garbage).
 // Test-only: it exists so the host side of the CUDA backend runs in CI without a GPU.
 // No system header is included: the generated prelude defines int64_t as
 // long long, which glibc's <stdint.h> would contradict.
@@ -23,6 +29,7 @@ void *memcpy(void *, const void *, kiln_size_t);
 void *calloc(kiln_size_t, kiln_size_t);
 void free(void *);
 void abort(void);
+int dprintf(int, const char *, ...);
 }
 static inline bool isnan(double x) { return __builtin_isnan(x); }
 static inline bool isinf(double x) { return __builtin_isinf(x); }
@@ -94,9 +101,9 @@ static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; 
 
 // Runs every block of a launch, one after another and last block first (a GPU
 // promises no order; a kernel whose blocks depended on running in order would
-// show it here); in each, the fibers in turns until all are done. Each fiber
-// starts at kiln_fake_start with itself in rbx.
-static void kiln_fake_run(unsigned gx, unsigned bx, void (*body)(void **), void **params) {
+// show it here); in each, the fibers in turns until all are done, each turn in
+// the other order. Each fiber starts at kiln_fake_start with itself in rbx.
+static void kiln_fake_run(const char *name, unsigned gx, unsigned bx, void (*body)(void **), void **params) {
   if (bx == 0 || bx > KILN_FAKE_MAXT) abort();
   KilnBlock *b = (KilnBlock *)calloc(1, sizeof *b);
   b->stacks = (char *)calloc(bx, KILN_FAKE_STACK);
@@ -120,13 +127,20 @@ static void kiln_fake_run(unsigned gx, unsigned bx, void (*body)(void **), void 
       f->tid = kiln_dim3{t, 0, 0};
       f->done = 0;
     }
-    for (unsigned live = bx; live;) {
+    for (unsigned live = bx, turn = 0; live; turn++) {
+      unsigned ended = 0;
       live = 0;
-      for (unsigned t = 0; t < bx; t++) {
+      for (unsigned i = 0; i < bx; i++) {
+        unsigned t = turn & 1 ? bx - 1 - i : i;
         if (b->f[t].done) continue;
         b->cur = &b->f[t];
         kiln_fake_swap(&b->sched_sp, b->f[t].sp);
-        live += !b->f[t].done;
+        b->f[t].done ? ended++ : live++;
+      }
+      if (live && ended) {
+        dprintf(2, "fake CUDA: kernel %s, block %u: %u threads reached barrier %u (a __syncthreads or a shuffle) "
+                   "and %u returned without it\n", name, g, live, turn + 1, ended);
+        abort();
       }
     }
   }
