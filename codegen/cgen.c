@@ -35,26 +35,29 @@ static const char prelude[] =
   "#define KILN_FN static inline\n"
   "static inline uint32_t kiln_as_uint(float x) { uint32_t b; __builtin_memcpy(&b, &x, 4); return b; }\n"
   "static inline float kiln_as_float(uint32_t b) { float x; __builtin_memcpy(&x, &b, 4); return x; }\n"
+  "static inline uint64_t kiln_as_u64(double x) { uint64_t b; __builtin_memcpy(&b, &x, 8); return b; }\n"
+  "static inline double kiln_as_f64(uint64_t b) { double x; __builtin_memcpy(&x, &b, 8); return x; }\n"
   "#define KILN_AS_UINT(x) kiln_as_uint(x)\n#define KILN_AS_FLOAT(b) kiln_as_float(b)\n"
+  "#define KILN_AS_U64(x) kiln_as_u64(x)\n#define KILN_AS_F64(b) kiln_as_f64(b)\n"
   "#if defined(__clang__)\n#define KILN_NOCONTRACT _Pragma(\"STDC FP_CONTRACT OFF\")\n"
   "#define KILN_INDEPENDENT _Pragma(\"clang loop vectorize(assume_safety)\")\n"
   "#elif defined(__GNUC__)\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT _Pragma(\"GCC ivdep\")\n"
   "#else\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT\n#endif\n";
 
 // After the Philox text (cg_philox_text): the names the expressions call,
-// computed inline where their loops can vectorize. Not the f32 normals under
-// gcc (the fallback JIT), which contracts a * b + c across statements and has
-// no pragma against it, nor the f64 normals, whose log and cos are libm's
-// (a vector libm's may differ in the last bit): the runtime's, called.
+// computed inline where their loops can vectorize. Not the normals under gcc
+// (the fallback JIT), which contracts a * b + c across statements and has no
+// pragma against it: the runtime's, called.
 static const char prelude_rand[] =
   "static inline float rt_rand_uniform_f32(uint64_t seed, uint64_t i) { return kiln_uniform_f32(seed, i); }\n"
   "static inline double rt_rand_uniform_f64(uint64_t seed, uint64_t i) { return kiln_uniform_f64(seed, i); }\n"
   "#ifdef __clang__\n"
   "static inline float rt_rand_normal_f32(uint64_t seed, uint64_t i) { return kiln_normal_f32(seed, i); }\n"
+  "static inline double rt_rand_normal_f64(uint64_t seed, uint64_t i) { return kiln_normal_f64(seed, i); }\n"
   "#else\n"
   "extern float rt_rand_normal_f32(uint64_t seed, uint64_t i);\n"
-  "#endif\n"
-  "extern double rt_rand_normal_f64(uint64_t seed, uint64_t i);\n";
+  "extern double rt_rand_normal_f64(uint64_t seed, uint64_t i);\n"
+  "#endif\n";
 
 // The kernel's buffers as local pointers (A: the Args).
 static void declare_buffers(Gen *g, const Kernel *K) {

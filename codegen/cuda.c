@@ -27,6 +27,7 @@ static const char prelude[] =
   "\n"
   "#define KILN_FN static __device__\n"
   "#define KILN_AS_UINT(x) __float_as_uint(x)\n#define KILN_AS_FLOAT(b) __uint_as_float(b)\n"
+  "#define KILN_AS_U64(x) ((uint64_t)__double_as_longlong(x))\n#define KILN_AS_F64(b) __longlong_as_double((long long)(b))\n"
   "#define KILN_NOCONTRACT\n";
 
 // After the Philox text (cg_philox_text): the names the expressions call, and the rest.
@@ -34,11 +35,7 @@ static const char prelude_rest[] =
   "static __device__ float rt_rand_uniform_f32(uint64_t seed, uint64_t i) { return kiln_uniform_f32(seed, i); }\n"
   "static __device__ double rt_rand_uniform_f64(uint64_t seed, uint64_t i) { return kiln_uniform_f64(seed, i); }\n"
   "static __device__ float rt_rand_normal_f32(uint64_t seed, uint64_t i) { return kiln_normal_f32(seed, i); }\n"
-  "static __device__ double rt_rand_normal_f64(uint64_t seed, uint64_t i) {\n"
-  "  uint32_t o[4]; kiln_block(seed, i, 1, o);\n"
-  "  double u1 = (double)(kiln_top53(o[0], o[1]) + 1) * 0x1p-53, u2 = (double)kiln_top53(o[2], o[3]) * 0x1p-53;\n"
-  "  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);\n"
-  "}\n"
+  "static __device__ double rt_rand_normal_f64(uint64_t seed, uint64_t i) { return kiln_normal_f64(seed, i); }\n"
   "\n"
   "// Warp shuffles, and a block's sum or NaN-propagating max handed to every thread\n"
   "// (sh: a __shared__ slot per warp; partial results combined in warp order).\n"

@@ -4,8 +4,8 @@
 // values to the bit. Generated C computes them inline, where a call to the
 // runtime per element kept its loops scalar (a dropout mask of 128 x 512
 // took 1.7-2 ms at one thread). The prelude that prints this defines
-// KILN_FN (the functions' storage), KILN_AS_UINT and KILN_AS_FLOAT (bit
-// casts) and KILN_NOCONTRACT (whatever keeps a * b + c two roundings).
+// KILN_FN (the functions' storage), KILN_AS_UINT, KILN_AS_FLOAT, KILN_AS_U64
+// and KILN_AS_F64 (bit casts) and KILN_NOCONTRACT (whatever keeps a * b + c two roundings).
 #include "cgen_int.h"
 
 const char cg_philox_text[] =
@@ -61,4 +61,41 @@ const char cg_philox_text[] =
   "  uint32_t o[4]; kiln_block(seed, i, 1, o);\n"
   "  float u1 = (float)((o[0] >> 8) + 1) * 0x1p-24f;\n"
   "  return sqrtf(-2.0f * kiln_poly_logf(u1)) * kiln_poly_cos2pi(o[1] >> 8);\n"
+  "}\n"
+  "KILN_FN double kiln_poly_log(double x) {\n"
+  "  KILN_NOCONTRACT\n"
+  "  uint64_t b = KILN_AS_U64(x);\n"
+  "  int e = (int)(b >> 52) - 1023;\n"
+  "  double m = KILN_AS_F64((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);\n"
+  "  if (m > 1.4142135623730951) { m = m * 0.5; e = e + 1; }\n"
+  "  double f = m - 1.0, s = f / (2.0 + f), z = s * s, w = z * z;\n"
+  "  double t1 = 2.222219843214978396e-01 + w * 1.531383769920937332e-01;\n"
+  "  t1 = 3.999999999940941908e-01 + w * t1; t1 = w * t1;\n"
+  "  double t2 = 1.818357216161805012e-01 + w * 1.479819860511658591e-01;\n"
+  "  t2 = 2.857142874366239149e-01 + w * t2; t2 = 6.666666666666735130e-01 + w * t2; t2 = z * t2;\n"
+  "  double r = t2 + t1, hfsq = 0.5 * f * f, de = (double)e;\n"
+  "  return de * 6.93147180369123816490e-01 - ((hfsq - (s * (hfsq + r) + de * 1.90821492927058770002e-10)) - f);\n"
+  "}\n"
+  "KILN_FN double kiln_poly_cos2pi64(uint64_t k) {\n"
+  "  KILN_NOCONTRACT\n"
+  "  uint64_t a = k + 0x4000000000000ull;\n"
+  "  uint32_t q = (uint32_t)(a >> 51) & 3u;\n"
+  "  double x = (double)((int64_t)(a & 0x7ffffffffffffull) - 0x4000000000000ll) * (6.283185307179586 * 0x1p-53);\n"
+  "  double z = x * x, w = z * z;\n"
+  "  if (q == 0 || q == 2) {\n"
+  "    double r = z * (4.16666666666666019037e-02 + z * (-1.38888888888741095749e-03 + z * 2.48015872894767294178e-05));\n"
+  "    r = r + w * w * (-2.75573143513906633035e-07 + z * (2.08757232129817482790e-09 + z * -1.13596475577881948265e-11));\n"
+  "    double hz = 0.5 * z, v = 1.0 - hz, c = v + (((1.0 - v) - hz) + z * r);\n"
+  "    return q == 0 ? c : -c;\n"
+  "  }\n"
+  "  double r = 8.33333333332248946124e-03 + z * (-1.98412698298579493134e-04 + z * 2.75573137070700676789e-06);\n"
+  "  r = r + z * w * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10);\n"
+  "  double v = z * x, s = x + v * (-1.66666666666666324348e-01 + z * r);\n"
+  "  return q == 3 ? s : -s;\n"
+  "}\n"
+  "KILN_FN double kiln_normal_f64(uint64_t seed, uint64_t i) {\n"
+  "  KILN_NOCONTRACT\n"
+  "  uint32_t o[4]; kiln_block(seed, i, 1, o);\n"
+  "  double u1 = (double)(kiln_top53(o[0], o[1]) + 1) * 0x1p-53;\n"
+  "  return sqrt(-2.0 * kiln_poly_log(u1)) * kiln_poly_cos2pi64(kiln_top53(o[2], o[3]));\n"
   "}\n";

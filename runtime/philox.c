@@ -1,6 +1,6 @@
 // philox.c: Philox4x32-10 and the uniform/normal streams built on it.
-// The f32 arithmetic here is normative for generated C and CUDA (see rt.h): keep each
-// operation as written, one IEEE rounding each, no FMA, no libm.
+// The normals' arithmetic here is normative for generated C and CUDA (see rt.h): keep
+// each operation as written, one IEEE rounding each, no FMA, no libm.
 #include "rt.h"
 
 #include <math.h>
@@ -119,10 +119,64 @@ float rt_rand_normal_f32(uint64_t seed, uint64_t index) {
     return sqrtf(-2.0f * poly_logf(u1)) * poly_cos2pi(o[1] >> 8);
 }
 
+// log(x) for a positive normal double (fdlibm's e_log.c): x = m * 2^e with m in
+// (sqrt(1/2), sqrt(2)], f = m - 1, s = f / (2 + f), log(1 + f) by fdlibm's
+// polynomial in s^2 (its odd and even terms apart), e * ln2 in two parts.
+static double poly_log(double x) {
+    uint64_t b;
+    memcpy(&b, &x, 8);
+    int e = (int)(b >> 52) - 1023;
+    b = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+    double m;
+    memcpy(&m, &b, 8);   // in [1, 2)
+    if (m > 1.4142135623730951) {
+        m = m * 0.5;
+        e = e + 1;
+    }
+    double f = m - 1.0;   // exact
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double w = z * z;
+    double t1 = 2.222219843214978396e-01 + w * 1.531383769920937332e-01;
+    t1 = 3.999999999940941908e-01 + w * t1;
+    t1 = w * t1;
+    double t2 = 1.818357216161805012e-01 + w * 1.479819860511658591e-01;
+    t2 = 2.857142874366239149e-01 + w * t2;
+    t2 = 6.666666666666735130e-01 + w * t2;
+    t2 = z * t2;
+    double r = t2 + t1;
+    double hfsq = 0.5 * f * f;
+    double de = (double)e;
+    return de * 6.93147180369123816490e-01 - ((hfsq - (s * (hfsq + r) + de * 1.90821492927058770002e-10)) - f);
+}
+
+// cos(2*pi * k / 2^53) for k < 2^53, as poly_cos2pi does it in f32: a = k + 2^50
+// rounds to the nearest quarter turn q, the rest gives x in [-pi/4, pi/4]; then
+// FreeBSD's k_cos.c and k_sin.c polynomials (within 1 ulp there).
+static double poly_cos2pi64(uint64_t k) {
+    uint64_t a = k + 0x4000000000000ull;
+    uint32_t q = (uint32_t)(a >> 51) & 3u;
+    double x = (double)((int64_t)(a & 0x7ffffffffffffull) - 0x4000000000000ll) * (6.283185307179586 * 0x1p-53);
+    double z = x * x;
+    double w = z * z;
+    if (q == 0 || q == 2) {
+        double r = z * (4.16666666666666019037e-02 + z * (-1.38888888888741095749e-03 + z * 2.48015872894767294178e-05));
+        r = r + w * w * (-2.75573143513906633035e-07 + z * (2.08757232129817482790e-09 + z * -1.13596475577881948265e-11));
+        double hz = 0.5 * z;
+        double v = 1.0 - hz;
+        double c = v + (((1.0 - v) - hz) + z * r);
+        return q == 0 ? c : -c;
+    }
+    double r = 8.33333333332248946124e-03 + z * (-1.98412698298579493134e-04 + z * 2.75573137070700676789e-06);
+    r = r + z * w * (-2.50507602534068634195e-08 + z * 1.58969099521155010221e-10);
+    double v = z * x;
+    double s = x + v * (-1.66666666666666324348e-01 + z * r);
+    return q == 3 ? s : -s;   // cos(x + pi/2) = -sin(x), cos(x + 3pi/2) = sin(x)
+}
+
 double rt_rand_normal_f64(uint64_t seed, uint64_t index) {
     uint32_t o[4];
     block(seed, index, 1, o);
     double u1 = (double)(top53(o[0], o[1]) + 1) * 0x1p-53;
-    double u2 = (double)top53(o[2], o[3]) * 0x1p-53;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    return sqrt(-2.0 * poly_log(u1)) * poly_cos2pi64(top53(o[2], o[3]));
 }

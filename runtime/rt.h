@@ -238,10 +238,15 @@ void rt_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]
 //     (FLT_EVAL_METHOD 0: SSE, NEON, CUDA; not x87). Flush-to-zero does not matter.
 //     Pinned: normal_f32(0, 0) has bits 0x3f88a6ca, normal_f32(42, 1000) 0xbf7a0ea9.
 //     Accuracy: log and cos within 2 ulp, z within 1e-6 of exact Box-Muller on u1, u2.
-//     f64, Box-Muller with libm on all four words (close across machines, not bit-exact):
+//     f64, Box-Muller on all four words with only IEEE f64 +, -, *, /, sqrt and integer ops:
 //       u1 = (double)(((((uint64)o[0] << 32) | o[1]) >> 11) + 1) * 0x1p-53     in (0, 1]
-//       u2 = (double)(((((uint64)o[2] << 32) | o[3]) >> 11)) * 0x1p-53
-//       z  = sqrt(-2.0 * log(u1)) * cos(2*pi * u2)
+//       k  = (((uint64)o[2] << 32) | o[3]) >> 11                         (u2 = k * 2^-53)
+//       z  = sqrt(-2.0 * poly_log(u1)) * poly_cos2pi64(k)
+//     poly_log (fdlibm's log) and poly_cos2pi64 (FreeBSD's k_cos/k_sin after an exact
+//     quarter-turn reduction of k) are in philox.c, normative as the f32 ones are; the
+//     same compilation rules. So f64 normals too are the same bits on every IEEE machine
+//     and on the GPU. Pinned: normal_f64(0, 0) and normal_f64(42, 1000) in test_runtime.
+//     Accuracy: log within 1 ulp, cos within 2 ulp (1.2e-16 absolute) of the exact values.
 float rt_rand_uniform_f32(uint64_t seed, uint64_t index);
 double rt_rand_uniform_f64(uint64_t seed, uint64_t index);
 float rt_rand_normal_f32(uint64_t seed, uint64_t index);

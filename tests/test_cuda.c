@@ -226,8 +226,9 @@ static void prefetch_checks(void) {
 }
 
 // The fake device's own checks of what a GPU leaves undefined (tests/fakecuda/shim.h),
-// which the op suites on it rely on: a barrier some threads skip by returning
-// aborts the run, named; and the threads between two barriers run in turn in
+// which the op suites on it rely on: a barrier some threads skip by returning, or
+// threads at different barriers, or a pointer assumed aligned that is not, abort
+// the run, named; and the threads between two barriers run in turn in
 // ascending and descending order, so a read of what another thread wrote with
 // no barrier between does not get a lucky answer.
 static const char fake_kernels[] =
@@ -235,6 +236,15 @@ static const char fake_kernels[] =
   "  if (threadIdx.x < 16) return;\n"
   "  __syncthreads();\n"
   "  o[threadIdx.x] = 1;\n"
+  "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(64) apart(float *o) {\n"
+  "  if (threadIdx.x < 32) __syncthreads();\n"
+  "  else __syncthreads();\n"
+  "  o[threadIdx.x] = 1;\n"
+  "}\n"
+  "extern \"C\" __global__ void __launch_bounds__(64) askew(float *o) {\n"
+  "  float *p = (float *)__builtin_assume_aligned(o + 1, 16);\n"
+  "  p[threadIdx.x % 63] = 1;\n"
   "}\n"
   "extern \"C\" __global__ void __launch_bounds__(64) racy(float *o) {\n"
   "  __shared__ float sh[64];\n"
@@ -291,12 +301,18 @@ static void fake_schedule_checks(const char *dir, const char *fake_dir) {
   int ok = !rt_cuda_exec_open(&x, &cu, 0, err, sizeof err) && !rt_cuda_nvrtc(&cu, err, sizeof err) &&
            !nvrtc_compile(&cu, fake_kernels, 90, dir, &im, err, sizeof err);
   ok = ok && !cu.cuModuleLoadData(&mod, im.image);
-  check(ok, "the fake NVRTC builds two kernels for the fake driver: %s", ok ? "ok" : err);
+  check(ok, "the fake NVRTC builds four kernels of this test for the fake driver: %s", ok ? "ok" : err);
   if (ok) {
     float out[64] = {0};
     int st = fake_launch(&x, mod, "skips", out, err, sizeof err);
     check(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && has(err, "kernel skips") && has(err, "48 threads reached barrier 1") &&
           has(err, "16 returned without it"), "a __syncthreads that 16 of 64 threads skip aborts the run: %s", err);
+    st = fake_launch(&x, mod, "apart", out, err, sizeof err);
+    check(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && has(err, "kernel apart") && has(err, "thread 0 waits at line 7") &&
+          has(err, "thread 32 at line 8"), "half the threads at one __syncthreads, half at another, abort the run: %s", err);
+    st = fake_launch(&x, mod, "askew", out, err, sizeof err);
+    check(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && has(err, "kernel askew, line 12: a pointer assumed 16-byte aligned is not"),
+          "a pointer assumed 16-byte aligned that is not aborts the run: %s", err);
     st = fake_launch(&x, mod, "racy", out, err, sizeof err);
     // In ascending order thread 0 would read 1 (thread 1 not yet at its +100) and
     // thread 63 100; the second turn runs descending: 101, and 0.

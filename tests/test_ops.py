@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kiln_testlib import lit, f32, expect_close, expect_exact, expect_f64, main  # noqa: E402
+import philox_ref  # noqa: E402
 
 
 def softplus(x):
@@ -627,6 +628,14 @@ def constructors(S, rng):
     S.add("empty reshape", [], "shape(reshape(zeros([0, 3]), [3, -1]))", expect_exact([3, 0]))
 
 
+def exact_f64_lit(a):
+    """An f64 array as a literal that holds each double exactly: each innermost
+    list leads with cast(v, f64), so its bare numbers follow as doubles."""
+    if a.ndim == 1:
+        return "[cast(%r, f64), %s]" % (float(a[0]), ", ".join(repr(float(v)) for v in a[1:]))
+    return "[%s]" % ", ".join(exact_f64_lit(r) for r in a)
+
+
 def randoms(S, rng):
     n = 100000
     # Tolerances: 6 standard errors of the statistic, so a correct generator
@@ -681,6 +690,19 @@ def randoms(S, rng):
           "mean((normal([%d], seed=14) * (uniform([%d], seed=15) - 0.5)))" % (n, n),
           expect_close(0.0, atol=se_mean / np.sqrt(12)))
     S.add("random small shape", [], "shape(normal([1, 3, 1], seed=1))", expect_exact([1, 3, 1]))
+    # Bit for bit against NumPy's own Philox and polynomials (tests/philox_ref.py):
+    # odd sizes past the vector widths, a 2-D shape (the row-major index), a seed
+    # past 32 bits. The count of elements that differ must be 0.
+    for name, fn, ref in (("normal", "normal", philox_ref.normal_f32), ("normal f64", "normal", philox_ref.normal_f64),
+                          ("uniform", "uniform", philox_ref.uniform_f32),
+                          ("uniform f64", "uniform", philox_ref.uniform_f64)):
+        f64 = name.endswith("f64")
+        for shape, seed in (([257], 7), ([3, 37], 244837814094590)):
+            vals = ref(seed, np.arange(int(np.prod(shape)), dtype=np.uint64)).reshape(shape)
+            text = exact_f64_lit(vals) if f64 else lit(vals)
+            S.add("random %s bits as NumPy's Philox %s seed %d" % (name, shape, seed), [],
+                  "sum(cast(%s(%s, seed=%d%s) != %s, f32))" % (fn, shape, seed, ", dtype=f64" if f64 else "", text),
+                  expect_exact(0.0))
     # Printing 1000 values from two runs of the same seed must agree across
     # separate print statements (the values are a function of the seed only).
     S.add("random seeded value repeatable", ["rnd_a = sum(normal([50], seed=21))"],

@@ -912,7 +912,7 @@ static uint32_t f32_bits(float x) {
 
 static void test_normal(void) {
     int n = 1000000;
-    double s32 = 0, q32 = 0, s64 = 0, q64 = 0, maxerr = 0;
+    double s32 = 0, q32 = 0, s64 = 0, q64 = 0, maxerr = 0, maxerr64 = 0;
     int finite = 1;
     for (int i = 0; i < n; i++) {
         float z = rt_rand_normal_f32(11, (uint64_t)i);
@@ -926,12 +926,19 @@ static void test_normal(void) {
         double ref = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
         double e = fabs(z - ref);
         maxerr = e > maxerr ? e : maxerr;
+        // f64: the exact value for its 53-bit inputs, in long double, relative to max(1, |z|).
+        uint64_t h1 = (((uint64_t)o[0] << 32) | o[1]) >> 11, h2 = (((uint64_t)o[2] << 32) | o[3]) >> 11;
+        long double v1 = (long double)(h1 + 1) * 0x1p-53L, v2 = (long double)h2 * 0x1p-53L;
+        long double ref64 = sqrtl(-2 * logl(v1)) * cosl(6.283185307179586476925286766559L * v2);
+        double e64 = (double)(fabsl((long double)w - ref64) / (fabsl(ref64) > 1 ? fabsl(ref64) : 1));
+        maxerr64 = e64 > maxerr64 ? e64 : maxerr64;
     }
     double m32 = s32 / n, v32 = q32 / n - m32 * m32, m64 = s64 / n, v64 = q64 / n - m64 * m64;
     check(finite, "normal: 1e6 draws finite");
     check(fabs(m32) < 0.005 && fabs(v32 - 1) < 0.01, "normal f32: mean %.5f var %.5f", m32, v32);
     check(fabs(m64) < 0.005 && fabs(v64 - 1) < 0.01, "normal f64: mean %.5f var %.5f", m64, v64);
     check(maxerr < 1e-6, "normal f32 vs exact Box-Muller in double: max error %.2g", maxerr);
+    check(maxerr64 < 1e-15, "normal f64 vs exact Box-Muller in long double: max error %.2g (relative past 1)", maxerr64);
     // Pinned values: generated C and CUDA must give these bits (see rt.h).
     static const struct {
         uint64_t seed, index;
@@ -950,6 +957,16 @@ static void test_normal(void) {
         ok &= b == pin[i].bits;
     }
     check(ok, "normal f32: pinned bit patterns");
+    static const uint64_t pin64[] = {0x3ff1238695223c92ull, 0x3fe6bf1a24fef2e6ull, 0xbff1cee614e2261aull,
+                                     0x3faec1bd6bc1ea59ull};
+    ok = 1;
+    for (int i = 0; i < 4; i++) {
+        double z = rt_rand_normal_f64(pin[i].seed, pin[i].index);
+        uint64_t b;
+        memcpy(&b, &z, 8);
+        ok &= b == pin64[i];
+    }
+    check(ok, "normal f64: pinned bit patterns (its own log and cos, not libm's)");
 }
 
 //

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+import philox_ref
 from kiln_testlib import Tally
 
 KILN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
@@ -341,62 +342,10 @@ train loss on d with sgd, batch=64, epochs=2
     check("dropout keeps the expected value and draws a new mask each step", ok, "%s %s" % (losses, err[-500:]))
 
 
-# Philox4x32-10 and the streams rt.h specifies, in NumPy: an independent
-# reference for the random numbers generated code computes inline.
-def philox(index, stream, seed):
-    mask = np.uint64(0xFFFFFFFF)
-    c0, c1 = index & mask, index >> np.uint64(32)
-    c2, c3 = np.full_like(index, stream), np.zeros_like(index)
-    k0, k1 = seed & 0xFFFFFFFF, seed >> 32
-    for _ in range(10):
-        p0, p1 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2
-        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & mask, (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & mask
-        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
-    return c0, c1, c2, c3
-
-
-def top53(hi, lo):
-    return ((hi << np.uint64(32)) | lo) >> np.uint64(11)
-
-
-def normal_f32(o0, o1):
-    F = np.float32
-    u1 = ((o0 >> np.uint64(8)) + np.uint64(1)).astype(F) * F(2.0 ** -24)
-    b = u1.view(np.uint32)
-    e = (b >> np.uint32(23)).astype(np.int32) - 127
-    m = ((b & np.uint32(0x007FFFFF)) | np.uint32(0x3F800000)).view(F)
-    big = m > F(1.41421356)
-    m, e = np.where(big, m * F(0.5), m), np.where(big, e + 1, e)
-    f = m - F(1)
-    z, p = f * f, np.full_like(f, F(7.0376836292e-2))
-    for c in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
-              2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
-        p = p * f + F(c)
-    fe = e.astype(F)
-    y = (f * z) * p
-    y = y + F(-2.12194440e-4) * fe
-    y = y + F(-0.5) * z
-    log = (f + y) + F(0.693359375) * fe
-    a = ((o1 >> np.uint64(8)) + np.uint64(0x200000)) & np.uint64(0xFFFFFFFF)
-    q = (a >> np.uint64(22)) & np.uint64(3)
-    x = ((a & np.uint64(0x3FFFFF)).astype(np.int64) - 0x200000).astype(F) * (F(6.28318548) * F(2.0 ** -24))
-    z = x * x
-    c = np.full_like(x, F(2.443315711809948e-5))
-    c = c * z + F(-1.388731625493765e-3)
-    c = c * z + F(4.166664568298827e-2)
-    c = ((c * z) * z + F(-0.5) * z) + F(1)
-    s = np.full_like(x, F(-1.9515295891e-4))
-    s = s * z + F(8.3321608736e-3)
-    s = s * z + F(-1.6666654611e-1)
-    s = ((s * z) * x) + x
-    cos = np.select([q == 0, q == 2, q == 3], [c, -c, s], -s)
-    return np.sqrt(F(-2) * log) * cos
-
-
 def t_random_streams():
     """uniform() and normal() as generated code computes them (inline, in
-    vectorized loops) against a NumPy Philox: the same bits in f32 and in
-    f64's uniforms; f64's normals (libm's log and cos) to 1e-14."""
+    vectorized loops) against a NumPy Philox (philox_ref.py): the same bits in
+    f32 and f64, at one and two threads."""
     n = 4099
     seeds = {"u": 123456789012345, "d": 12, "z": 987654321098, "w": 14}
     src = (f"param u : f32[{n}] = uniform([{n}], seed={seeds['u']})\n"
@@ -405,27 +354,19 @@ def t_random_streams():
            f"param w : f64[{n}] = normal([{n}], seed={seeds['w']}, dtype=f64)\n"
            "save \"rand.safetensors\"\n")
     idx = np.arange(n, dtype=np.uint64)
+    refs = {"u": philox_ref.uniform_f32, "d": philox_ref.uniform_f64, "z": philox_ref.normal_f32,
+            "w": philox_ref.normal_f64}
     for threads in ("1", "2"):
         rc, out, err = kiln(src, "--threads", threads)
         got = weights(os.path.join(TMP, "rand.safetensors")) if rc == 0 else {}
         if not got:
             check("random streams: the program runs (%s threads)" % threads, False, err[-500:])
             continue
-        o = philox(idx, 0, seeds["u"])
-        u = (o[0] >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24)
-        o = philox(idx, 0, seeds["d"])
-        d = top53(o[0], o[1]).astype(np.float64) * 2.0 ** -53
-        o = philox(idx, 1, seeds["z"])
-        z = normal_f32(o[0], o[1])
-        o = philox(idx, 1, seeds["w"])
-        w = np.sqrt(-2 * np.log((top53(o[0], o[1]) + np.uint64(1)).astype(np.float64) * 2.0 ** -53)) * \
-            np.cos(6.283185307179586 * (top53(o[2], o[3]).astype(np.float64) * 2.0 ** -53))
-        for name, want in (("u", u), ("d", d), ("z", z)):
+        for name, ref in refs.items():
+            want = ref(seeds[name], idx)
             first = np.flatnonzero(got[name] != want)[:3]
             check("random streams: %s %s matches NumPy's Philox bit for bit (%s threads)" % (name, want.dtype, threads),
                   got[name].tobytes() == want.tobytes(), "first differences at %s: %s vs %s" % (first, got[name][first], want[first]))
-        check("random streams: w f64 normals match NumPy's to 1e-14 (%s threads)" % threads,
-              np.allclose(got["w"], w, rtol=1e-14, atol=1e-14), str(np.max(np.abs(got["w"] - w))))
 
 
 def t_interrupt():

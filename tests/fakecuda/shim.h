@@ -9,7 +9,10 @@
 // reading what another wrote without a barrier between gets a different value
 // from one stretch to the next (and the test a wrong answer); and a barrier (or
 // a shuffle) that some of a block's threads reach while others have returned
-// aborts the run with the kernel's name (on a GPU: a hang or garbage).
+// aborts the run with the kernel's name (on a GPU: a hang or garbage), as does a
+// turn whose threads wait at different barriers (each __syncthreads and each
+// shuffle is known by its source line), and a pointer the kernel assumes
+// aligned that is not (a misaligned-address fault on a GPU).
 // Test-only: it exists so the host side of the CUDA backend runs in CI without a GPU.
 // No system header is included: the generated prelude defines int64_t as
 // long long, which glibc's <stdint.h> would contradict.
@@ -42,7 +45,7 @@ static inline bool isinf(double x) { return __builtin_isinf(x); }
 struct kiln_dim3 { unsigned x, y, z; };
 
 enum { KILN_FAKE_MAXT = 1024, KILN_FAKE_STACK = 64 << 10 };
-struct KilnFiber { void *sp; kiln_dim3 tid; int done; };
+struct KilnFiber { void *sp; kiln_dim3 tid; int done, site; };   // site: the barrier's line, negative for a shuffle
 struct KilnBlock {
   void *sched_sp;                      // the scheduler's stack pointer while a fiber runs
   KilnFiber *cur;
@@ -53,6 +56,7 @@ struct KilnBlock {
   void **params;
 };
 static thread_local KilnBlock *kiln_fake_b;
+static thread_local const char *kiln_fake_kernel;   // the launch running now, for the messages
 static thread_local kiln_dim3 kiln_fake_bid, kiln_fake_bdim, kiln_fake_gdim;
 #define threadIdx (kiln_fake_b->cur->tid)
 #define blockIdx kiln_fake_bid
@@ -78,26 +82,41 @@ extern "C" __attribute__((visibility("hidden"), used)) void kiln_fake_fiber_main
   abort();
 }
 
-static inline void __syncthreads(void) {
+static inline void kiln_fake_barrier(int site) {
   KilnFiber *f = kiln_fake_b->cur;
+  f->site = site;
   kiln_fake_swap(&f->sp, kiln_fake_b->sched_sp);
 }
+#define __syncthreads() kiln_fake_barrier(__LINE__)
 
-template <typename T> static T __shfl_down_sync(unsigned, T v, int d) {
+template <typename T> static T kiln_fake_shfl_down(T v, int d, int site) {
   unsigned t = threadIdx.x, lane = t & 31;
   unsigned long long u = 0;
   memcpy(&u, &v, sizeof v);
   kiln_fake_b->slot[t] = u;
-  __syncthreads();
+  kiln_fake_barrier(-site);
   if (lane + (unsigned)d < 32 && t + d < blockDim.x) memcpy(&v, &kiln_fake_b->slot[t + d], sizeof v);
-  __syncthreads();
+  kiln_fake_barrier(-site);
   return v;
 }
+#define __shfl_down_sync(mask, v, d) kiln_fake_shfl_down(v, d, __LINE__)
+
+static inline void *kiln_fake_assume_aligned(const void *p, kiln_size_t a, int line) {
+  if ((unsigned long long)p % a) {
+    dprintf(2, "fake CUDA: kernel %s, line %d: a pointer assumed %llu-byte aligned is not (%p)\n", kiln_fake_kernel, line,
+            (unsigned long long)a, p);
+    abort();
+  }
+  return (void *)p;
+}
+#define __builtin_assume_aligned(p, a) kiln_fake_assume_aligned(p, a, __LINE__)
 
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline long long __double_as_longlong(double d) { long long i; memcpy(&i, &d, 8); return i; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
 
 // Runs every block of a launch, one after another and last block first (a GPU
 // promises no order; a kernel whose blocks depended on running in order would
@@ -111,7 +130,9 @@ static void kiln_fake_run(const char *name, unsigned gx, unsigned bx, void (*bod
   b->body = body;
   b->params = params;
   KilnBlock *outer = kiln_fake_b;
+  const char *outer_name = kiln_fake_kernel;
   kiln_fake_b = b;
+  kiln_fake_kernel = name;
   kiln_fake_gdim = kiln_dim3{gx, 1, 1};
   kiln_fake_bdim = kiln_dim3{bx, 1, 1};
   for (unsigned g = gx; g-- > 0;) {
@@ -128,14 +149,20 @@ static void kiln_fake_run(const char *name, unsigned gx, unsigned bx, void (*bod
       f->done = 0;
     }
     for (unsigned live = bx, turn = 0; live; turn++) {
-      unsigned ended = 0;
+      unsigned ended = 0, first = 0;
       live = 0;
       for (unsigned i = 0; i < bx; i++) {
         unsigned t = turn & 1 ? bx - 1 - i : i;
         if (b->f[t].done) continue;
         b->cur = &b->f[t];
         kiln_fake_swap(&b->sched_sp, b->f[t].sp);
-        b->f[t].done ? ended++ : live++;
+        if (b->f[t].done) { ended++; continue; }
+        if (live++ && b->f[t].site != b->f[first].site) {
+          dprintf(2, "fake CUDA: kernel %s, block %u: at barrier %u thread %u waits at line %d, thread %u at line %d "
+                     "(negative: a shuffle)\n", name, g, turn + 1, b->f[first].tid.x, b->f[first].site, t, b->f[t].site);
+          abort();
+        }
+        if (live == 1) first = t;
       }
       if (live && ended) {
         dprintf(2, "fake CUDA: kernel %s, block %u: %u threads reached barrier %u (a __syncthreads or a shuffle) "
@@ -145,6 +172,7 @@ static void kiln_fake_run(const char *name, unsigned gx, unsigned bx, void (*bod
     }
   }
   kiln_fake_b = outer;
+  kiln_fake_kernel = outer_name;
   free(b->stacks);
   free(b);
 }
