@@ -133,7 +133,7 @@ static Value op_elementwise(Ev *ev, const Builtin *b, Args *a) {
   int first = b->op == OP_WHERE ? 1 : 0;
   int all_weak = 1;
   for (int i = first; i < n; i++) all_weak &= v[i].weak;
-  for (int i = first + 1; i < n; i++) ev_unify_weak(ev, &v[first], &v[i]);
+  for (int i = first + 1; i < n; i++) ev_unify_weak(ev, &v[first], &v[i], a->pos_span[first], a->pos_span[i], 0);
   IrCtx *c = ev->c;
   Node *r = n == 1 ? ir_unary(c, b->op, v[0].t) : n == 2 ? ir_binary(c, b->op, v[0].t, v[1].t) : ir_where(c, v[0].t, v[1].t, v[2].t);
   Value out = ev_tval(ev_check(ev, r, a->span));

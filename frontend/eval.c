@@ -94,6 +94,27 @@ static Value lookup(Ev *ev, Env *env, const char *name, Span sp) {
 }
 
 // ---- conversions ----------------------------------------------------------------
+// A bare integer that takes the dtype i32 (from the tensor it meets) must fit it:
+// NumPy raises OverflowError there, and wrapping would be a silent wrong answer.
+// w: the weak value, a scalar constant. 1 if it fits (or t is not i32); else 0
+// with the number in num.
+static int weak_fits(Node *w, DType t, char *num, size_t len) {
+  while (w->op == OP_BROADCAST || w->op == OP_RESHAPE) w = w->src[0];
+  if (t != DT_I32 || w->op != OP_CONST) return 1;
+  int exact = !ir_is_float(w->dtype);
+  int64_t k = exact ? ir_const_int_at(w, 0) : 0;
+  double x = exact ? (double)k : ir_const_at(w, 0);
+  if (exact ? k >= INT32_MIN && k <= INT32_MAX : x >= INT32_MIN && x <= INT32_MAX) return 1;
+  if (exact) snprintf(num, len, "%lld", (long long)k);
+  else snprintf(num, len, "%.17g", x);
+  return 0;
+}
+
+static void weak_too_big(Ev *ev, Span sp, const char *num, const char *where) {
+  ev_fail(ev, sp, "the number %s%s does not fit i32 (-2147483648 to 2147483647), the dtype it would take; cast to i64 first",
+          num, where);
+}
+
 static int all_const(Value *items, int n) {
   for (int i = 0; i < n; i++) if (items[i].kind != V_TENSOR || items[i].t->op != OP_CONST) return 0;
   return 1;
@@ -125,6 +146,9 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
       if (!ir_is_scalar_const(t[i], &x) || x != floor(x)) dt = DT_F32;
       else if (dt == DT_BOOL) dt = DT_I32;
     }
+  char num[32];
+  for (int i = 0; i < v.n; i++)
+    if (v.items[i].weak && !weak_fits(t[i], dt, num, sizeof num)) weak_too_big(ev, sp, num, " in this list");
   Dim shape[IR_MAXDIM];
   if (t[0]->ndim + 1 > IR_MAXDIM) ev_fail(ev, sp, "too many dimensions (at most %d)", IR_MAXDIM);
   shape[0] = dim_c(v.n);
@@ -134,18 +158,21 @@ static Node *list_tensor(Ev *ev, Value v, Span sp) {
     ir_numel_const(t[0], &each);
     size_t esz = ir_dtype_size(dt);
     unsigned char *data = arena_alloc(ev->arena, esz * each * v.n + 1);
-    for (int i = 0; i < v.n; i++)
+    for (int i = 0; i < v.n; i++) {
+      int from_int = !ir_is_float(t[i]->dtype);   // integers converted from int64_t: exact past 2^53
       for (int64_t j = 0; j < each; j++) {
-        double x = ir_const_at(t[i], j);
+        int64_t k = from_int ? ir_const_int_at(t[i], j) : 0;
+        double x = from_int ? 0 : ir_const_at(t[i], j);
         unsigned char *p = data + esz * (i * each + j);
         switch (dt) {
-        case DT_BOOL: *p = x != 0; break;
-        case DT_I32: *(int32_t *)p = (int32_t)x; break;
-        case DT_I64: *(int64_t *)p = (int64_t)x; break;
-        case DT_F32: *(float *)p = (float)x; break;
-        default: *(double *)p = x; break;
+        case DT_BOOL: *p = from_int ? k != 0 : x != 0; break;
+        case DT_I32: *(int32_t *)p = from_int ? (int32_t)k : (int32_t)x; break;   // weak_fits checked the range
+        case DT_I64: *(int64_t *)p = from_int ? k : (int64_t)x; break;
+        case DT_F32: *(float *)p = from_int ? (float)k : (float)x; break;
+        default: *(double *)p = from_int ? (double)k : x; break;
         }
       }
+    }
     return ev_check(ev, ir_const(ev->c, dt, t[0]->ndim + 1, shape, data), sp);
   }
   Dim one[IR_MAXDIM + 1];
@@ -189,12 +216,20 @@ static int integral_const(Node *n) {
 }
 
 // A bare number takes the dtype of the tensor it meets (NumPy's weak scalars).
-void ev_unify_weak(Ev *ev, Value *a, Value *b) {
+// sa, sb: the operands' places, for an integer too large for i32: an error, or,
+// for a comparison (widen), both operands compared as i64 (NumPy 2 does that too).
+void ev_unify_weak(Ev *ev, Value *a, Value *b, Span sa, Span sb, int widen) {
   if (a->weak == b->weak) return;
   Value *w = a->weak ? a : b, *s = a->weak ? b : a;
   DType t = s->t->dtype;
   if (t == DT_BOOL) t = integral_const(w->t) ? DT_I32 : DT_F32;
   else if (!ir_is_float(t) && !integral_const(w->t)) t = DT_F32;
+  char num[32];
+  if (!weak_fits(w->t, t, num, sizeof num)) {
+    if (!widen) weak_too_big(ev, a->weak ? sa : sb, num, "");
+    t = DT_I64;
+    s->t = ir_cast(ev->c, s->t, t);
+  }
   w->t = ir_cast(ev->c, w->t, t);
   w->weak = 0;   // it has its dtype now
 }
@@ -210,7 +245,7 @@ static Value binary(Ev *ev, int op, Value a, Value b, AstNode *e) {
   b.t = ev_raw(ev, b, e->rhs->span, "the right operand");
   a.kind = b.kind = V_TENSOR;
   int weak = a.weak && b.weak;
-  ev_unify_weak(ev, &a, &b);
+  ev_unify_weak(ev, &a, &b, e->lhs->span, e->rhs->span, op >= B_LT && op <= B_NE);
   Node *r;
   if (op == B_MATMUL) r = ir_matmul(ev->c, a.t, b.t);
   else r = ir_binary(ev->c, binop_ir[op], a.t, b.t);
@@ -313,6 +348,35 @@ static Value eval_call(Ev *ev, Env *env, AstNode *e) {
   return ev_call(ev, f, a.pos, a.npos, e->span);
 }
 
+// A list of bare numbers only (each maybe negated): the f32 tensor that list_tensor
+// would make, packed straight from the syntax tree, without a scalar node per
+// number (a literal of a million numbers took a gigabyte that way).
+static int numbers_only(AstNode *e) {
+  for (int i = 0; i < e->nitems; i++) {
+    AstNode *it = e->items[i];
+    if (it->kind == AST_UNARY && (it->op == U_NEG || it->op == U_PLUS)) it = it->lhs;
+    if (it->kind != AST_NUM) return 0;
+  }
+  return e->nitems > 0;
+}
+
+static Node *number_list(Ev *ev, AstNode *e) {
+  float *data = arena_alloc(ev->arena, sizeof(float) * e->nitems);
+  for (int i = 0; i < e->nitems; i++) {
+    AstNode *it = e->items[i], *num = it->kind == AST_UNARY ? it->lhs : it;
+    int neg = it->kind == AST_UNARY && it->op == U_NEG;
+    int64_t k = num->inum;
+    if (num->num_is_int && (k < -(1LL << 53) || k > (1LL << 53)))   // held as i64 (weak_int): exact
+      data[i] = (float)(neg ? -k : k);
+    else {   // held as a double, negated as one (-0 is -0.0)
+      double d = num->num_is_int ? (double)k : num->num;
+      data[i] = (float)(neg ? -d : d);
+    }
+  }
+  Dim n = dim_c(e->nitems);
+  return ev_check(ev, ir_const(ev->c, DT_F32, 1, &n, data), e->span);
+}
+
 static Value eval(Ev *ev, Env *env, AstNode *e) {
   switch (e->kind) {
   case AST_NUM: return e->num_is_int ? weak_int(ev, e->inum) : weak_num(ev, e->num);
@@ -320,6 +384,7 @@ static Value eval(Ev *ev, Env *env, AstNode *e) {
   case AST_STR: { Value v = {0}; v.kind = V_STR; v.s = e->str; return v; }
   case AST_NAME: return lookup(ev, env, e->str, e->span);
   case AST_LIST: {
+    if (numbers_only(e)) return ev_tval(number_list(ev, e));
     Value v = {0};
     v.kind = V_LIST; v.n = e->nitems;
     v.items = arena_alloc(ev->arena, sizeof(Value) * (e->nitems + 1));
