@@ -2,6 +2,8 @@
 #include "build.h"
 #include "eval.h"
 #include "repl.h"
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,7 +60,7 @@ static const char usage[] =
 typedef struct {
   const char *cmd, *file, *code, *after, *device, *arch;
   int threads, ffi, seed_set, stats, tune, vectorize, profile;
-  long long seed;
+  unsigned long long seed;
   TrainOpts train;
 } Opts;
 
@@ -68,6 +70,18 @@ static int number(const char *opt, const char *s, double lo, double *out) {
   double v = strtod(s, &end);
   if (end == s || *end || !(v >= lo) || v > 1e15) {
     fprintf(stderr, "kiln: %s needs a number%s, not '%s'\n", opt, lo > 0 ? " above 0" : "", s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+// A count: a whole number from 1 to most.
+static int count(const char *opt, const char *s, double most, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v >= 1) || v > most || v != floor(v)) {
+    fprintf(stderr, "kiln: %s needs a whole number from 1 to %.15g, not '%s'\n", opt, most, s);
     return -1;
   }
   *out = v;
@@ -86,11 +100,11 @@ static const char *value_of(int argc, char **argv, int *i, const char *name) {
 static int train_opt(int argc, char **argv, int *i, TrainOpts *t) {
   const char *v;
   double x;
-  if ((v = value_of(argc, argv, i, "--epochs"))) { if (number("--epochs", v, 1, &x)) return -1; t->epochs = (int)x; return 1; }
-  if ((v = value_of(argc, argv, i, "--batch"))) { if (number("--batch", v, 1, &x)) return -1; t->batch = (int)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--epochs"))) { if (count("--epochs", v, 2147483647, &x)) return -1; t->epochs = (int)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--batch"))) { if (count("--batch", v, 2147483647, &x)) return -1; t->batch = (int)x; return 1; }
   if ((v = value_of(argc, argv, i, "--lr"))) { if (number("--lr", v, 1e-300, &x)) return -1; t->lr = x; return 1; }
-  if ((v = value_of(argc, argv, i, "--max-steps"))) { if (number("--max-steps", v, 1, &x)) return -1; t->max_steps = (int64_t)x; return 1; }
-  if ((v = value_of(argc, argv, i, "--eval-examples"))) { if (number("--eval-examples", v, 1, &x)) return -1; t->eval_examples = (int64_t)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--max-steps"))) { if (count("--max-steps", v, 1e15, &x)) return -1; t->max_steps = (int64_t)x; return 1; }
+  if ((v = value_of(argc, argv, i, "--eval-examples"))) { if (count("--eval-examples", v, 1e15, &x)) return -1; t->eval_examples = (int64_t)x; return 1; }
   if ((v = value_of(argc, argv, i, "--log"))) { t->log = v; return 1; }
   if ((v = value_of(argc, argv, i, "--plot"))) { t->plot = v; return 1; }
   if ((v = value_of(argc, argv, i, "--checkpoint"))) { t->checkpoint = v; return 1; }
@@ -113,9 +127,20 @@ static int parse_opts(int argc, char **argv, Opts *o) {
     if (!strcmp(a, "-e") && i + 1 < argc) o->code = argv[++i];
     else if (!strncmp(a, "--after=", 8)) o->after = a + 8;
     else if (!strcmp(a, "--after") && i + 1 < argc) o->after = argv[++i];
-    else if (!strcmp(a, "--threads") && i + 1 < argc) o->threads = atoi(argv[++i]);
-    else if (!strncmp(a, "--threads=", 10)) o->threads = atoi(a + 10);
-    else if (!strcmp(a, "--seed") && i + 1 < argc) { o->seed = atoll(argv[++i]); o->seed_set = 1; }
+    else if ((v = value_of(argc, argv, &i, "--threads"))) {
+      double x;
+      if (count("--threads", v, 4096, &x)) return -1;
+      o->threads = (int)x;
+    } else if ((v = value_of(argc, argv, &i, "--seed"))) {
+      char *end;
+      errno = 0;
+      o->seed = strtoull(v, &end, 10);
+      if (end == v || *end || errno || *v == '-' || *v == '+' || *v == ' ') {
+        fprintf(stderr, "kiln: --seed needs a whole number from 0 to 18446744073709551615, not '%s'\n", v);
+        return -1;
+      }
+      o->seed_set = 1;
+    }
     else if ((v = value_of(argc, argv, &i, "--device"))) o->device = v;
     else if ((v = value_of(argc, argv, &i, "--arch"))) o->arch = v;
     else if (!strcmp(a, "--ffi")) o->ffi = 1;

@@ -73,7 +73,14 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
       continue;
     }
     double v = opt_num(ev, kw->lhs, k);
-    if (v > 1e15) ev_fail(ev, kw->lhs->span, "%s is too large", k);   // the integer settings are cast below
+    // The integer settings, cast below, must be whole and in range: a fraction or a
+    // wrapped epochs count would train something else without a word.
+    int whole = !strcmp(k, "batch") || !strcmp(k, "epochs") || !strcmp(k, "seed") || !strcmp(k, "step_size") ||
+                !strcmp(k, "warmup");
+    double least = !strcmp(k, "batch") || !strcmp(k, "step_size") ? 1 : 0;
+    double most = !strcmp(k, "batch") || !strcmp(k, "epochs") ? 2147483647.0 : !strcmp(k, "seed") ? 9007199254740992.0 : 1e15;
+    if (whole && (v != floor(v) || v < least || v > most))
+      ev_fail(ev, kw->lhs->span, "%s must be a whole number from %.0f to %.0f", k, least, most);
     if (!strcmp(k, "batch")) ts->batch = (int64_t)v;
     else if (!strcmp(k, "epochs")) ts->epochs = (int)v;
     else if (!strcmp(k, "seed")) ts->seed = (uint64_t)v;

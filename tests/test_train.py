@@ -435,7 +435,18 @@ def t_errors():
         ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd(-0.1)\n', "lr must be a finite number >= 0"),
         ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
-         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epochs=1e300\n', "epochs is too large"),
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epochs=1e300\n',
+         "epochs must be a whole number from 0 to 2147483647"),
+        # a fraction or a count past int was cast without a word (3e9 epochs wrapped to none)
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, batch=2.5\n',
+         "batch must be a whole number from 1 to 2147483647"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epochs=3000000000\n',
+         "epochs must be a whole number from 0 to 2147483647"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, seed=1e16\n',
+         "seed must be a whole number from 0 to 9007199254740992"),
         ('data d = csv("bad.csv")\ninput x : f32[B, 2]\ninput y : i32[B]\nparam W : f32[2, 2]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "bad.csv:3"),
         ('data d = idx(train=["idx/bad-images.gz", "idx/train-labels-idx1-ubyte.gz"])\ninput x : f32[B, 64]\n'
@@ -450,6 +461,17 @@ def t_errors():
         located = re.search(r"err%d\.kiln:\d+:\d+: error: " % i, err) is not None
         check("error %d names the problem (%s)" % (i, want), rc == 1 and want in err and located and "^" in err,
               "rc %d\n%s" % (rc, err))
+    # The command line's counts and seed: whole numbers in range, or a clear refusal.
+    for args, want in ((("--epochs", "2.5"), "--epochs needs a whole number from 1 to 2147483647, not '2.5'"),
+                       (("--batch", "3000000000"), "--batch needs a whole number from 1 to 2147483647"),
+                       (("--max-steps", "0"), "--max-steps needs a whole number from 1"),
+                       (("--threads", "abc"), "--threads needs a whole number from 1 to 4096, not 'abc'"),
+                       (("--seed", "-1"), "--seed needs a whole number from 0 to 18446744073709551615, not '-1'"),
+                       (("--seed", "12x"), "--seed needs a whole number")):
+        rc, out, err = kiln("print 1\n", *args, name="cli.kiln")
+        check("kiln run %s refused: %s" % (" ".join(args), want), rc != 0 and want in err, "rc %d\n%s" % (rc, err))
+    rc, out, err = kiln("print 1\n", "--seed", "18446744073709551615", "--threads", "2", name="cli.kiln")
+    check("kiln run --seed 2^64-1 --threads 2 runs", rc == 0 and out.strip() == "1", "rc %d\n%s" % (rc, err))
 
 
 CONV_LAYERS = """import "nn"
