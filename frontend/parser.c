@@ -279,7 +279,8 @@ static AstNode *seal(Parser *p, AstNode *n) {
   m = max_height(n->opts, n->nopts, m);
   n->height = m + 1;
   if (n->height > AST_MAX_HEIGHT) {
-    error_at(p, n->span, "expression is nested too deeply");
+    error_at(p, n->span, "expression is nested too deeply: more than %d levels of operators, calls or brackets "
+                         "(a long chain such as 1+1+...+1 counts each operator); give parts of it names", AST_MAX_HEIGHT);
     return NULL;
   }
   return n;

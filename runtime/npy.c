@@ -13,9 +13,16 @@
 
 #define MAX_HEADER (1 << 20)   // a sane header is a few hundred bytes
 
-static const struct { char code[3]; RtDType dt; } npy_types[] = {
-    {"f4", RT_F32}, {"f8", RT_F64}, {"i4", RT_I32}, {"i8", RT_I64}, {"b1", RT_BOOL},
+// The file types Kiln reads and the dtype each becomes; the first five are also
+// what it writes. The rest are widened as they are read, exactly: small
+// integers (uint8 images, int16 audio) to i32, uint32 to i64, float16 to f32.
+// kind: 'f' float, 'i' signed, 'u' unsigned, 'b' bool, 'h' half.
+static const struct { char code[3]; RtDType dt; int size; char kind; } npy_types[] = {
+    {"f4", RT_F32, 4, 'f'}, {"f8", RT_F64, 8, 'f'}, {"i4", RT_I32, 4, 'i'}, {"i8", RT_I64, 8, 'i'}, {"b1", RT_BOOL, 1, 'b'},
+    {"u1", RT_I32, 1, 'u'}, {"i1", RT_I32, 1, 'i'}, {"u2", RT_I32, 2, 'u'}, {"i2", RT_I32, 2, 'i'},
+    {"u4", RT_I64, 4, 'u'}, {"f2", RT_F32, 2, 'h'},
 };
+#define NPY_WRITTEN 5   // the entries rt_npy_save uses
 
 static int host_le(void) {
     uint16_t one = 1;
@@ -30,7 +37,7 @@ static int host_le(void) {
 static size_t make_header(char *buf, const RtTensor *t) {
     char dict[400];
     const char *code = "";
-    for (size_t i = 0; i < sizeof npy_types / sizeof npy_types[0]; i++)
+    for (size_t i = 0; i < NPY_WRITTEN; i++)
         if (npy_types[i].dt == t->dtype)
             code = npy_types[i].code;
     char bo = t->dtype == RT_BOOL ? '|' : host_le() ? '<' : '>';
@@ -78,6 +85,8 @@ int rt_npy_save(const char *path, const RtTensor *t, char *err, size_t errlen) {
 
 typedef struct {
     RtDType dtype;
+    int size;    // bytes per element in the file
+    char kind;   // npy_types' kind of the file's elements
     int swap;   // data is in the other byte order
     int fortran;
     int ndim;
@@ -187,12 +196,14 @@ static int parse_descr(Lex *l, Header *h) {
             if (strcmp(d + 1, npy_types[i].code) != 0)
                 continue;
             h->dtype = npy_types[i].dt;
-            h->swap = rt_dtype_size(h->dtype) > 1 && bo != '|' && bo != '=' &&
-                      (bo == '<') != host_le();
+            h->size = npy_types[i].size;
+            h->kind = npy_types[i].kind;
+            h->swap = h->size > 1 && bo != '|' && bo != '=' && (bo == '<') != host_le();
             return 0;
         }
     }
-    return lex_err(l, "unsupported dtype '%s' (supported: f4, f8, i4, i8, b1)", d);
+    return lex_err(l, "unsupported dtype '%s' (supported: f4, f8, i4, i8, b1; read as wider ones: u1, i1, u2, i2, "
+                      "u4, f2)", d);
 }
 
 // header = "{" (string ":" value ","?)* "}"   with keys descr, fortran_order, shape
@@ -279,6 +290,51 @@ static int read_header(FILE *f, const char *path, Header *h, char *err, size_t e
     return 0;
 }
 
+// IEEE half to float, exactly (subnormal halves are normal floats).
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+    if (e == 0x1f)
+        bits = sign | 0x7f800000u | (m << 13);   // inf, NaN (payload kept)
+    else if (e)
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    else if (!m)
+        bits = sign;
+    else {   // subnormal: m * 2^-24, normalized
+        int shift = 0;
+        while (!(m & 0x400)) m <<= 1, shift++;
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((m & 0x3ff) << 13);
+    }
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+
+// The file's narrow elements (raw, in host order) into t's wider dtype.
+static void widen_into(RtTensor *t, const void *raw, uint64_t n, const Header *h) {
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *p = (const uint8_t *)raw + i * (uint64_t)h->size;
+        int64_t v = 0;
+        if (h->kind == 'h') {
+            uint16_t b;
+            memcpy(&b, p, 2);
+            ((float *)t->data)[i] = half_to_float(b);
+            continue;
+        }
+        if (h->size == 1) v = h->kind == 'u' ? (int64_t)*p : (int64_t)(int8_t)*p;
+        else if (h->size == 2) {
+            uint16_t b;
+            memcpy(&b, p, 2);
+            v = h->kind == 'u' ? (int64_t)b : (int64_t)(int16_t)b;
+        } else {
+            uint32_t b;
+            memcpy(&b, p, 4);
+            v = (int64_t)b;   // u4
+        }
+        if (t->dtype == RT_I32) ((int32_t *)t->data)[i] = (int32_t)v;
+        else ((int64_t *)t->data)[i] = v;
+    }
+}
+
 int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
     *out = (RtTensor){0};
     FILE *f = fopen(path, "rb");
@@ -299,7 +355,7 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
         }
         numel *= (uint64_t)h.shape[i];
     }
-    uint64_t nbytes = numel * rt_dtype_size(h.dtype);
+    uint64_t nbytes = numel * (uint64_t)h.size;
     struct stat st;
     long pos = ftell(f);
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && pos >= 0 &&
@@ -309,19 +365,27 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
                     (unsigned long long)nbytes, (unsigned long long)(st.st_size - pos));
     }
     RtTensor t = rt_tensor_new(h.dtype, h.ndim, h.shape);
-    if (!t.data) {
+    int widen = (size_t)h.size != rt_dtype_size(h.dtype);   // read into raw, then widened into t
+    void *raw = widen ? malloc(nbytes ? (size_t)nbytes : 1) : t.data;
+    if (!t.data || !raw) {
         fclose(f);
+        rt_tensor_free(&t);
         return rt_errf(err, errlen, path, "cannot allocate %llu bytes", (unsigned long long)nbytes);
     }
-    size_t got = fread(t.data, 1, (size_t)nbytes, f);
+    size_t got = fread(raw, 1, (size_t)nbytes, f);
     fclose(f);
     if (got != nbytes) {
+        if (widen) free(raw);
         rt_tensor_free(&t);
         return rt_errf(err, errlen, path, "truncated data: expected %llu bytes, found %zu",
                     (unsigned long long)nbytes, got);
     }
     if (h.swap)
-        byteswap(t.data, numel, rt_dtype_size(t.dtype));
+        byteswap(raw, numel, (size_t)h.size);
+    if (widen) {
+        widen_into(&t, raw, numel, &h);
+        free(raw);
+    }
     if (t.dtype == RT_BOOL)   // kernels rely on bools being exactly 0 or 1
         for (uint64_t i = 0; i < numel; i++)
             ((uint8_t *)t.data)[i] = ((uint8_t *)t.data)[i] != 0;

@@ -1250,6 +1250,46 @@ static void test_npy(void) {
     ok = rt_npy_load(tpath("f1.npy"), &u, err, sizeof err) == 0 && u.shape[0] == 4;
     check(ok, "npy: fortran_order with one long axis is C order");
     rt_tensor_free(&u);
+    // Narrow types NumPy writes (uint8 images, int16, float16) are read widened, exactly.
+    uint8_t u1[4] = {0, 1, 200, 255};
+    write_npy("u1.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2), }", u1, 4);
+    ok = rt_npy_load(tpath("u1.npy"), &u, err, sizeof err) == 0 && u.dtype == RT_I32 && u.ndim == 2 &&
+         ((int32_t *)u.data)[2] == 200 && ((int32_t *)u.data)[3] == 255;
+    check(ok, "npy: |u1 read as i32 (0..255) %s", err);
+    rt_tensor_free(&u);
+    int8_t i1[2] = {-128, 127};
+    write_npy("i1.npy", "{'descr': '|i1', 'fortran_order': False, 'shape': (2,), }", i1, 2);
+    ok = rt_npy_load(tpath("i1.npy"), &u, err, sizeof err) == 0 && u.dtype == RT_I32 && ((int32_t *)u.data)[0] == -128;
+    check(ok, "npy: |i1 read as i32, signed");
+    rt_tensor_free(&u);
+    uint8_t i2be[4] = {0x80, 0x00, 0x7f, 0xff};   // -32768, 32767 big-endian
+    write_npy("i2.npy", "{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }", i2be, 4);
+    ok = rt_npy_load(tpath("i2.npy"), &u, err, sizeof err) == 0 && u.dtype == RT_I32 &&
+         ((int32_t *)u.data)[0] == -32768 && ((int32_t *)u.data)[1] == 32767;
+    check(ok, "npy: >i2 byte-swapped and read as i32");
+    rt_tensor_free(&u);
+    uint16_t u2[2] = {65535, 7};
+    write_npy("u2.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", u2, 4);
+    ok = rt_npy_load(tpath("u2.npy"), &u, err, sizeof err) == 0 && ((int32_t *)u.data)[0] == 65535;
+    check(ok, "npy: <u2 read as i32");
+    rt_tensor_free(&u);
+    uint32_t u4[2] = {4294967295u, 1};
+    write_npy("u4.npy", "{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }", u4, 8);
+    ok = rt_npy_load(tpath("u4.npy"), &u, err, sizeof err) == 0 && u.dtype == RT_I64 &&
+         ((int64_t *)u.data)[0] == 4294967295LL;
+    check(ok, "npy: <u4 read as i64");
+    rt_tensor_free(&u);
+    // float16: 1, -2, 65504 (max), 2^-24 (smallest subnormal), 2^-14 (smallest normal), inf, NaN, -0
+    uint16_t f2[8] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x0400, 0x7c00, 0x7e00, 0x8000};
+    write_npy("f2.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (8,), }", f2, 16);
+    ok = rt_npy_load(tpath("f2.npy"), &u, err, sizeof err) == 0 && u.dtype == RT_F32;
+    if (ok) {
+        const float *v = u.data;
+        ok = v[0] == 1 && v[1] == -2 && v[2] == 65504 && v[3] == 0x1p-24f && v[4] == 0x1p-14f && isinf(v[5]) &&
+             v[5] > 0 && isnan(v[6]) && v[7] == 0 && signbit(v[7]);
+    }
+    check(ok, "npy: <f2 read as f32, exactly (subnormals, inf, NaN, -0)");
+    rt_tensor_free(&u);
     uint8_t b2[3] = {0, 1, 7};
     write_npy("b2.npy", "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", b2, 3);
     ok = rt_npy_load(tpath("b2.npy"), &u, err, sizeof err) == 0 && ((uint8_t *)u.data)[2] == 1;
@@ -1280,10 +1320,12 @@ static void test_npy(void) {
           "npy: truncated data");
     write_file("trunch.npy", "\x93NUMPY\x01\x00\x76\x00{'descr'", 17);
     check(load_fails("trunch.npy", "truncated header"), "npy: truncated header");
-    write_npy("u1.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", b2, 3);
-    check(load_fails("u1.npy", "unsupported dtype '|u1'"), "npy: u1 rejected");
-    write_npy("f2.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", iv, 4);
-    check(load_fails("f2.npy", "unsupported dtype '<f2'"), "npy: f2 rejected");
+    write_npy("u8.npy", "{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }", iv, 16);
+    check(load_fails("u8.npy", "unsupported dtype '<u8'"), "npy: u8 rejected (no exact Kiln dtype)");
+    write_npy("c8.npy", "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", iv, 16);
+    check(load_fails("c8.npy", "unsupported dtype '<c8'"), "npy: complex rejected");
+    write_npy("u1t.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", b2, 3);
+    check(load_fails("u1t.npy", "truncated data: expected 5 bytes, found 3"), "npy: a narrow type's size is its own");
     write_npy("rec.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", iv,
               4);
     check(load_fails("rec.npy", "structured"), "npy: structured dtype rejected");
@@ -1318,7 +1360,8 @@ static void test_npy(void) {
                            "f1.npy",    "b2.npy",     "v2.npy",   "magic.npy", "short.npy",
                            "trunc.npy", "trunch.npy", "u1.npy",   "f2.npy",    "rec.npy",
                            "fort.npy",  "nokey.npy",  "dims.npy", "huge.npy",  "big.npy",
-                           "junk.npy",  "ver.npy"};
+                           "junk.npy",  "ver.npy",    "i1.npy",   "i2.npy",    "u2.npy",
+                           "u4.npy",    "u8.npy",     "c8.npy",   "u1t.npy"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         unlink(tpath(names[i]));
     check(rmdir(tmpdir) == 0, "npy: scratch directory left clean");

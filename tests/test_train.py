@@ -164,6 +164,32 @@ evaluate accuracy(logits, y) on d.test
 """
     rc, out, err = kiln(src)
     check("npy columns train", rc == 0 and (metric(out, "accuracy") or 0) > 0.9, out + err[-1500:])
+    # NumPy's narrow types (uint8 pixels, int16, float16, uint8 labels) are read widened,
+    # exactly: the same training as from the f32 and int32 copies of the same values.
+    rng = np.random.default_rng(11)
+    pix = rng.integers(0, 256, (120, 6)).astype(np.uint8)
+    lab = (pix[:, 0] > 127).astype(np.uint8)
+    for name, arr in (("pu1", pix), ("pi2", pix.astype(np.int16) - 128), ("pf2", pix.astype(np.float16)),
+                      ("pf4", pix.astype(np.float32)), ("lu1", lab), ("li4", lab.astype(np.int32))):
+        np.save(os.path.join(TMP, name + ".npy"), arr)
+    narrow = """import "nn"
+data d = npy(["%s.npy", "%s.npy"])
+input x : f32[B, 6]
+input y : i32[B]
+logits = dense((x + %d) / 255, 2)
+train mean(softmax_cross_entropy(logits, y)) on d with sgd(lr=0.5), batch=20, epochs=3, seed=4
+save "%s.safetensors"
+"""
+    got = {}
+    for xs, ys, shift in (("pf4", "li4", 0), ("pu1", "lu1", 0), ("pi2", "lu1", 128), ("pf2", "li4", 0)):
+        rc, out, err = kiln(narrow % (xs, ys, shift, xs))
+        got[xs] = weights(os.path.join(TMP, xs + ".safetensors")) if rc == 0 else None
+        if xs != "pf4":
+            same = got[xs] is not None and got["pf4"] is not None and \
+                all(np.array_equal(got[xs][k], got["pf4"][k]) for k in got["pf4"])
+            check("npy %s pixels and %s labels train exactly as their f32 and i32 copies" % (
+                {"pu1": "uint8", "pi2": "int16", "pf2": "float16"}[xs], "uint8" if ys == "lu1" else "int32"),
+                same, err[-800:])
     src = """import "nn"
 data im = idx("idx", normalize=true)
 input x : f32[B, 1, 8, 8]
