@@ -200,6 +200,10 @@ void rt_tensor_free(RtTensor *t);   // frees data if owned; leaves data NULL
 int64_t rt_tensor_numel(const RtTensor *t);   // 1 for a 0-d tensor
 size_t rt_tensor_nbytes(const RtTensor *t);
 void rt_tensor_add(RtTensor *dst, const RtTensor *src);   // dst += src elementwise: f32 or f64, as many elements
+// n elements of dtype st at src into dtype dt at dst, as a C cast would, except that a
+// float out of an integer type's range saturates and NaN becomes 0: how data reaches a
+// graph whose input has another dtype than the file (the batcher, a binary's predict).
+void rt_convert(void *dst, RtDType dt, const void *src, RtDType st, int64_t n);
 
 // Print as nested lists, no trailing newline: [[1, 2], [3, 4]]. A 0-d tensor prints as a
 // bare number; floats use %g (nan, inf, -inf); integers print as integers; bool as

@@ -188,6 +188,17 @@ static int predict_rows(RtSession *s, int per_row, const RtTensor *in, int nin, 
   return rt_session_forward(s, part, &dst, err, n);
 }
 
+// A file of another dtype than its input (NumPy's default float64, uint8 pixels read
+// as i32) is converted as training converts its data (rt_convert).
+static int to_dtype(RtTensor *t, RtDType dt, char *err, size_t n) {
+  RtTensor c = rt_tensor_new(dt, t->ndim, t->shape);
+  if (!c.data) return snprintf(err, n, "out of memory"), -1;
+  rt_convert(c.data, dt, t->data, t->dtype, rt_tensor_numel(t));
+  rt_tensor_free(t);
+  *t = c;
+  return 0;
+}
+
 static int predict(const RtModel *m, RtSession *s, const Args *a, char *err, size_t n) {
   const RtGraph *g = m->predict;
   int need = 0;
@@ -199,9 +210,11 @@ static int predict(const RtModel *m, RtSession *s, const Args *a, char *err, siz
   if (weights(s, a, m, err, n)) return -1;
   RtTensor in[8] = {{0}}, out = {0};
   int rc = 0;
-  for (int i = 0; i < a->nfiles && !rc; i++) {
+  for (int i = 0, j = 0; i < a->nfiles && !rc; i++, j++) {
     rc = read_input(m, a->files[i], &in[i], err, n);
     if (!rc && in[i].ndim < 1) rc = -1, snprintf(err, n, "%s: a 0-d array; give one row per example", a->files[i]);
+    while (g->ins[j].role != RT_ARG_DATA) j++;
+    if (!rc && (int)in[i].dtype != g->ins[j].dtype) rc = to_dtype(&in[i], (RtDType)g->ins[j].dtype, err, n);
   }
   int64_t total = rc || !need ? 1 : in[0].shape[0], step = a->batch ? a->batch : 1000;
   for (int i = 1; i < a->nfiles && !rc; i++)

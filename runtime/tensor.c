@@ -135,3 +135,43 @@ char *rt_tensor_to_string(const RtTensor *t) {
     }
     return buf;
 }
+
+// Stores v as a C cast would, except that a float out of an integer type's range saturates
+// and NaN becomes 0 (the cast would be undefined).
+static void put_f(void *dst, RtDType t, int64_t i, double v) {
+    switch (t) {
+    case RT_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+    case RT_I32:
+        ((int32_t *)dst)[i] = v != v ? 0 : v <= INT32_MIN ? INT32_MIN
+                                         : v >= INT32_MAX ? INT32_MAX : (int32_t)v;
+        break;
+    case RT_I64:
+        ((int64_t *)dst)[i] = v != v ? 0 : v <= -0x1p63 ? INT64_MIN
+                                         : v >= 0x1p63 ? INT64_MAX : (int64_t)v;
+        break;
+    case RT_F32: ((float *)dst)[i] = (float)v; break;
+    case RT_F64: ((double *)dst)[i] = v; break;
+    }
+}
+
+static void put_i(void *dst, RtDType t, int64_t i, int64_t v) {
+    switch (t) {
+    case RT_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+    case RT_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
+    case RT_I64: ((int64_t *)dst)[i] = v; break;
+    case RT_F32: ((float *)dst)[i] = (float)v; break;
+    case RT_F64: ((double *)dst)[i] = (double)v; break;
+    }
+}
+
+void rt_convert(void *dst, RtDType dt, const void *src, RtDType st, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (st) {
+        case RT_BOOL: put_i(dst, dt, i, ((const uint8_t *)src)[i]); break;
+        case RT_I32: put_i(dst, dt, i, ((const int32_t *)src)[i]); break;
+        case RT_I64: put_i(dst, dt, i, ((const int64_t *)src)[i]); break;
+        case RT_F32: put_f(dst, dt, i, ((const float *)src)[i]); break;
+        case RT_F64: put_f(dst, dt, i, ((const double *)src)[i]); break;
+        }
+    }
+}
