@@ -561,11 +561,15 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   interrupt_flag = 0;
   sigaction(SIGINT, &sa, &run->old);
   run->sigint_set = 1;
-  int stopped = rt_train_loop(&l) == 1;   // errors unwind from ev_run_program with longjmp
+  int rc = rt_train_loop(&l), stopped = rc == 1;   // errors unwind from ev_run_program with longjmp
   if (run->par) par_report(run->par);
   if (pipe_cuda_release(&ev->pipe, err, sizeof err)) ev_fail(ev, s->span, "%s", err);   // the host's copies current again
   const char *title = strrchr(s->span.src->name, '/');
-  finish_run(ev, t, stopped, title ? title + 1 : s->span.src->name);
+  finish_run(ev, t, stopped || rc == RT_LOOP_NONFINITE, title ? title + 1 : s->span.src->name);
+  if (rc == RT_LOOP_NONFINITE) {   // the program stops here: no later save sees those parameters
+    rt_loop_nonfinite_message(&l, err, sizeof err);
+    ev_fail(ev, s->lhs->span, "%s", err);
+  }
   if (stopped) {
     if (ts.checkpoint && !save_checkpoint(ev, ts.checkpoint, err, sizeof err))
       fprintf(stderr, "kiln: interrupted; checkpoint saved to %s (continue with --resume %s)\n", ts.checkpoint, ts.checkpoint);

@@ -48,6 +48,10 @@ int rt_train_loop(RtLoop *l) {
       seen += got;
       sum += loss * (double)got;
       rt_progress_step(l->progress, done, seen, loss);
+      if (!isfinite(loss)) {
+        l->bad_loss = loss, l->bad_epoch = epoch, l->bad_step = done;
+        return RT_LOOP_NONFINITE;
+      }
       if (l->stop && *l->stop) return 1;
       if (l->max_steps && ++steps >= l->max_steps) { cut = 1; break; }
     }
@@ -56,6 +60,13 @@ int rt_train_loop(RtLoop *l) {
     if (cut) break;
   }
   return 0;
+}
+
+void rt_loop_nonfinite_message(const RtLoop *l, char *buf, size_t len) {
+  snprintf(buf, len, "the loss became %s at epoch %d, step %lld, and training stopped: that step's gradients, and the "
+           "parameters it updated, are not numbers any more (nothing is saved from it). Usual causes: a label outside "
+           "[0, C) in softmax_cross_entropy, the log of 0, a learning rate too large",
+           isnan(l->bad_loss) ? "nan" : l->bad_loss > 0 ? "inf" : "-inf", l->bad_epoch + 1, (long long)l->bad_step);
 }
 
 static int64_t dim_val(RtDim d, const int64_t *D) { return d.sym ? d.k * D[d.sym] : d.k; }

@@ -137,9 +137,20 @@ struct RtLoop {
   // After an epoch's steps (the progress already told training is over): evaluate,
   // rt_progress_epoch_end, log, save. 0, or -1 to end the loop.
   int (*epoch_done)(RtLoop *l, int epoch, double mean_loss);
+  // Set when the loop ends with RT_LOOP_NONFINITE: the loss, its epoch (0-based)
+  // and its step within the epoch (1-based).
+  double bad_loss;
+  int bad_epoch;
+  int64_t bad_step;
 };
-// 0 when the epochs (or max_steps) ran out, 1 when *stop ended them, -1 when a callback did.
+enum { RT_LOOP_NONFINITE = 2 };
+// 0 when the epochs (or max_steps) ran out, 1 when *stop ended them, -1 when a callback did,
+// RT_LOOP_NONFINITE when a step's loss was NaN or infinite: its gradients, and so the
+// parameters the step updated, are not numbers any more, and every later step would only
+// spread them; rt_loop_nonfinite_message says so.
 int rt_train_loop(RtLoop *l);
+// "the loss became nan at epoch 2, step 17; ..." with the usual causes, into buf.
+void rt_loop_nonfinite_message(const RtLoop *l, char *buf, size_t len);
 
 // The evaluate statement's averages (kiln run's and built binaries'): batches from b (from
 // its start), run(ctx, cols, out) computing the nmet metrics of one batch into out[] (which

@@ -301,7 +301,11 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
   rc = rt_train_loop(&l);
   rt_session_copy_ahead(s, NULL);
   sigaction(SIGINT, &old, NULL);
-  rt_progress_finish(l.progress, rc == 1);
+  rt_progress_finish(l.progress, rc == 1 || rc == RT_LOOP_NONFINITE);
+  if (rc == RT_LOOP_NONFINITE) {   // nothing saved: the parameters are not numbers any more
+    rt_loop_nonfinite_message(&l, err, n);
+    rc = -1;
+  }
   rt_progress_free(l.progress);
   char split[1024];
   rt_session_split_report(s, split, sizeof split);

@@ -394,6 +394,16 @@ def bad_inputs(mlp):
     bad("no weights", ["predict", x], r"no weights")
     bad("no input", ["predict", "--weights", ref], r"takes 1 input file")
     bad("bad training data dir", ["train", "--data", os.path.join(TMP, "nowhere"), "--max-steps", "1"], r"error: .*nowhere")
+    # labels past the 10 classes: the loss is NaN, training stops and saves nothing
+    badfm = os.path.join(TMP, "badlabels")
+    os.makedirs(badfm, exist_ok=True)
+    for split, n in (("train", 64), ("t10k", 32)):
+        write_idx(os.path.join(badfm, "%s-images-idx3-ubyte.gz" % split), np.zeros((n, 28, 28), np.uint8), 8)
+        write_idx(os.path.join(badfm, "%s-labels-idx1-ubyte.gz" % split), np.full(n, 12, np.uint8), 8)
+    nan_out = os.path.join(TMP, "nan.safetensors")
+    bad("labels outside the classes", ["train", "--data", badfm, "--out", nan_out],
+        r"error: the loss became nan at epoch 1, step 1, and training stopped")
+    check("a NaN loss saves no checkpoint", not os.path.exists(nan_out))
     bad("unknown command", ["fly"], r"unknown command", 2)
     bad("bad number", ["train", "--epochs", "zero"], r"--epochs needs a number from 1", 2)
     bad("bad progress", ["train", "--progress", "dots"], r"--progress is bar or lines", 2)

@@ -475,11 +475,18 @@ def t_errors():
          "seed must be a whole number from 0 to 9007199254740992"),
         ('data d = csv("bad.csv")\ninput x : f32[B, 2]\ninput y : i32[B]\nparam W : f32[2, 2]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "bad.csv:3"),
+        # labels 1..2 for 2 classes: the loss is NaN at the first batch holding a 2, and
+        # training stops there rather than carry NaN parameters on (and save them)
+        ('data d = csv("badlabel.csv")\ninput x : f32[B, 2]\ninput y : i32[B]\nparam W : f32[2, 2]\n'
+         'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, batch=2, epochs=3, shuffle=false\nsave "nan.safetensors"\n',
+         "the loss became nan at epoch 1, step 2, and training stopped"),
         ('data d = idx(train=["idx/bad-images.gz", "idx/train-labels-idx1-ubyte.gz"])\ninput x : f32[B, 64]\n'
          'input y : i32[B]\nparam W : f32[64, 2]\ntrain mean(softmax_cross_entropy(x @ W, y)) on d with sgd\n', "magic"),
     ]
     with open(os.path.join(TMP, "bad.csv"), "w") as f:
         f.write("1,2,0\n3,4,1\n5,x,1\n")
+    with open(os.path.join(TMP, "badlabel.csv"), "w") as f:
+        f.write("1,2,1\n3,4,1\n5,6,2\n7,8,1\n")
     with gzip.open(os.path.join(TMP, "idx", "bad-images.gz"), "wb") as f:
         f.write(b"\x01\x02\x08\x03" + b"\x00" * 40)
     for i, (src, want) in enumerate(cases):
@@ -487,6 +494,7 @@ def t_errors():
         located = re.search(r"err%d\.kiln:\d+:\d+: error: " % i, err) is not None
         check("error %d names the problem (%s)" % (i, want), rc == 1 and want in err and located and "^" in err,
               "rc %d\n%s" % (rc, err))
+    check("a NaN loss saves nothing after it", not os.path.exists(os.path.join(TMP, "nan.safetensors")))
     # The command line's counts and seed: whole numbers in range, or a clear refusal.
     for args, want in ((("--epochs", "2.5"), "--epochs needs a whole number from 1 to 2147483647, not '2.5'"),
                        (("--batch", "3000000000"), "--batch needs a whole number from 1 to 2147483647"),
