@@ -121,6 +121,16 @@ static int parse(int argc, char **argv, BuildOpts *o) {
       fprintf(stderr, "kiln build: a path with a quote, backslash or newline is not supported: %s\n", paths[i]);
       return -1;
     }
+  // The output's directory must be there and writable: said now, not as the linker's error at the end.
+  const char *slash = strrchr(o->out, '/');
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->out) + (slash == o->out) : 1, slash ? o->out : ".");
+  struct stat st;
+  if (stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK)) {
+    fprintf(stderr, "kiln build: cannot write %s: %s%s\n", o->out, dir,
+            stat(dir, &st) ? ": no such directory" : !S_ISDIR(st.st_mode) ? " is not a directory" : " is not writable");
+    return -1;
+  }
   for (const char *p = o->cpu; *p; p++)
     if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z'))) {
       fprintf(stderr, "kiln build: --target-cpu '%s' is not a CPU name\n", o->cpu);
