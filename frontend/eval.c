@@ -1,5 +1,6 @@
 // The evaluator: statements run in order; tensor expressions become IR.
 #include "eval.h"
+#include "runtime/ckpt.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1048,6 +1049,18 @@ static void echo_value(Ev *ev, Value v, Span sp) {
   if (v.kind != V_NONE) print_values(ev, &v, &sp, 1, sp);
 }
 
+// A save after a train statement into a directory that is not there would fail
+// only once training is over: said before it starts.
+static void check_later_saves(Ev *ev, AstNode *prog, int from) {
+  if (ev->build || ev->pipe.dump_after || ev->pipe.emit_c) return;
+  char err[1024];
+  for (int j = from + 1; j < prog->nitems; j++) {
+    AstNode *t = prog->items[j];
+    if (t->kind == AST_SAVE && t->lhs && t->lhs->kind == AST_STR && rt_check_writable(t->lhs->str, err, sizeof err))
+      ev_fail(ev, t->span, "this save would fail after training: %s", err);
+  }
+}
+
 int ev_run(Ev *ev, const char *name, const char *text) {
   Source *src = arena_alloc(ev->arena, sizeof *src);
   *src = source_from_string(arena_strdup(ev->arena, name), arena_strdup(ev->arena, text));
@@ -1064,6 +1077,7 @@ int ev_run(Ev *ev, const char *name, const char *text) {
     ev->next_eval = NULL;
     for (int j = i + 1; s->kind == AST_TRAIN && j < prog->nitems && prog->items[j]->kind != AST_TRAIN; j++)
       if (prog->items[j]->kind == AST_EVALUATE) { ev->next_eval = prog->items[j]; break; }
+    if (s->kind == AST_TRAIN) check_later_saves(ev, prog, i);
     Value v = exec_stmt(ev, ev->globals, s);
     if (ev->echo && s->kind == AST_EXPR_STMT) echo_value(ev, v, s->span);
   }

@@ -501,6 +501,10 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   }
   TrainSpec ts;
   train_spec(ev, s, &ts);
+  char cerr[1024];   // a checkpoint that cannot be written is said now, not after the first epoch
+  if (ts.checkpoint && !ev->build && !ev->pipe.dump_after && !ev->pipe.emit_c &&
+      rt_check_writable(ts.checkpoint, cerr, sizeof cerr))
+    ev_fail(ev, s->span, "the checkpoint: %s", cerr);
   // Each train statement runs its own epochs; only the one --resume applies to
   // (the first) starts after the checkpoint's.
   int first_epoch = 0;

@@ -38,6 +38,10 @@ typedef struct {
 // 0, or -1 with "path: what went wrong" in err (which may be NULL).
 int rt_safetensors_save(const char *path, const RtNamedTensor *ts, int n, const char *const *meta,
                         int nmeta, char *err, size_t errlen);
+// Whether a file can be saved at path later: its directory is there and writable (file.c).
+// Training asks before its first step, so a checkpoint's typo costs no epoch. 0, or -1 with
+// "path: ..." in err.
+int rt_check_writable(const char *path, char *err, size_t errlen);
 
 // A loaded file: n tensors in the order of the header, each owning its data.
 typedef struct {

@@ -1,5 +1,6 @@
 // file.c: error messages about files, and files written atomically (private.h).
 #include "private.h"
+#include "ckpt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int rt_errf(char *err, size_t errlen, const char *path, const char *fmt, ...) {
@@ -20,6 +22,22 @@ int rt_errf(char *err, size_t errlen, const char *path, const char *fmt, ...) {
         va_end(ap);
     }
     return -1;
+}
+
+int rt_check_writable(const char *path, char *err, size_t errlen) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    struct stat st;
+    if (stat(dir, &st))
+        return rt_errf(err, errlen, path, "cannot save here: %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return rt_errf(err, errlen, path, "cannot save here: %s is not a directory", dir);
+    if (access(dir, W_OK))
+        return rt_errf(err, errlen, path, "cannot save here: %s: %s", dir, strerror(errno));
+    if (!stat(path, &st) && S_ISDIR(st.st_mode))
+        return rt_errf(err, errlen, path, "cannot save here: it is a directory");
+    return 0;
 }
 
 int rt_save_begin(RtSaveFile *s, const char *path, char *err, size_t errlen) {

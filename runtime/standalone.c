@@ -271,6 +271,7 @@ static int train(const RtModel *m, RtSession *s, const Args *a, char *err, size_
   char dflt[512];
   if (!outp) snprintf(dflt, sizeof dflt, "%s.safetensors", m->name), outp = dflt;
   RtDataset ds, test = {0};
+  if (rt_check_writable(outp, err, n)) return -1;   // now, not after the training
   if (rt_model_data(&m->train_data, a->data, &ds, err, n)) return -1;
   if (m->eval && m->eval_data.kind && rt_model_data(&m->eval_data, a->data, &test, err, n)) { rt_dataset_free(&ds); return -1; }
   const RtGraph *g = m->step;

@@ -404,6 +404,8 @@ def bad_inputs(mlp):
     bad("labels outside the classes", ["train", "--data", badfm, "--out", nan_out],
         r"error: the loss became nan at epoch 1, step 1, and training stopped")
     check("a NaN loss saves no checkpoint", not os.path.exists(nan_out))
+    bad("train --out into a missing directory (said before training)",
+        ["train", "--out", os.path.join(TMP, "nowhere", "w.safetensors")], r"error: .*nowhere/w\.safetensors: cannot save here")
     bad("unknown command", ["fly"], r"unknown command", 2)
     bad("bad number", ["train", "--epochs", "zero"], r"--epochs needs a number from 1", 2)
     bad("bad progress", ["train", "--progress", "dots"], r"--progress is bar or lines", 2)

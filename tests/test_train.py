@@ -495,6 +495,16 @@ def t_errors():
         check("error %d names the problem (%s)" % (i, want), rc == 1 and want in err and located and "^" in err,
               "rc %d\n%s" % (rc, err))
     check("a NaN loss saves nothing after it", not os.path.exists(os.path.join(TMP, "nan.safetensors")))
+    # Saves that would fail are said before training, not after it.
+    prog = ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+            'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd%s\n%s')
+    for what, src, want in (("a checkpoint", prog % (', checkpoint="nowhere/ck.safetensors"', ""),
+                             "the checkpoint: nowhere/ck.safetensors: cannot save here: nowhere"),
+                            ("a later save", prog % ("", 'print 1\nsave "nowhere/w.safetensors"\n'),
+                             "this save would fail after training: nowhere/w.safetensors: cannot save here")):
+        rc, out, err = kiln(src, name="early.kiln")
+        check("%s into a missing directory is an error before the first step" % what,
+              rc == 1 and want in err and "epoch 1/" not in err and re.search(r"early\.kiln:\d+:1: error", err), err)
     # The command line's counts and seed: whole numbers in range, or a clear refusal.
     for args, want in ((("--epochs", "2.5"), "--epochs needs a whole number from 1 to 2147483647, not '2.5'"),
                        (("--batch", "3000000000"), "--batch needs a whole number from 1 to 2147483647"),
