@@ -370,7 +370,25 @@ static int backprop_node(GradCtx *g, Node *n, Node **adj, const uint8_t *act) {
   return 0;
 }
 
+// y in its numerically stable forms first (stability.c: log(softmax(x)) becomes
+// log_softmax(x), log(1 - sigmoid(x)) -softplus(x), ...): their gradients stay
+// finite where the written forms' divide 0 by 0 (d log(u) = du / u, and u =
+// softmax(x) rounds to 0 for a logit 100 below the largest). Fold and simplify
+// first, as the pipeline does, so the rules see constants and canonical forms.
+// Only when every wrt is an input, which no rewrite removes or replaces.
+static Node *stable_forward(IrCtx *c, Node *y, Node **wrt, int nwrt) {
+  for (int i = 0; i < nwrt; i++)
+    if (wrt[i]->op != OP_INPUT) return y;
+  IrGraph *g = ir_graph_new(c, &y, 1, NULL, 0);
+  if (g) g = pass_fold(c, g);
+  if (g) g = pass_simplify(c, g);
+  if (g) g = pass_stability(c, g);
+  return g ? g->outs[0] : y;
+}
+
 int pass_grad(IrCtx *c, Node *y, Node *seed, Node **wrt, int nwrt, Node **out) {
+  c->err[0] = 0;
+  y = stable_forward(c, y, wrt, nwrt);
   c->err[0] = 0;
   for (int i = 0; i < nwrt; i++)
     if (!ir_is_float(wrt[i]->dtype)) return fail(c, "cannot differentiate with respect to an integer tensor");

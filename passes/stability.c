@@ -95,9 +95,14 @@ static Node *rule_log(IrCtx *c, Node *n) {
   }
 }
 
-// log1p(exp(x)) -> softplus(x)
+// log1p(exp(x)) -> softplus(x); log1p(-sigmoid(x)) (log(1 - sigmoid(x)), a hand-written
+// binary cross-entropy's other term) -> -softplus(x), which stays finite where
+// 1 - sigmoid(x) rounds to 0.
 static Node *rule_log1p(IrCtx *c, Node *n) {
-  return n->src[0]->op == OP_EXP ? ir_unary(c, OP_SOFTPLUS, n->src[0]->src[0]) : NULL;
+  Node *a = n->src[0];
+  if (a->op == OP_EXP) return ir_unary(c, OP_SOFTPLUS, a->src[0]);
+  if (a->op == OP_NEG && a->src[0]->op == OP_SIGMOID) return ir_unary(c, OP_NEG, ir_unary(c, OP_SOFTPLUS, a->src[0]->src[0]));
+  return NULL;
 }
 
 // ---- exp ----------------------------------------------------------------------------

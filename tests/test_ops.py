@@ -104,6 +104,28 @@ def unary(S, rng):
     S.add("unary sigmoid extremes f64", [], "sigmoid(%s)" % lit(big, "f64"), expect_close(sigmoid(big), atol=1e-300))
     S.add("unary softplus extremes f32", [], "softplus(%s)" % lit(big), expect_close(softplus(big), atol=1e-30))
     S.add("unary tanh extremes", [], "tanh(%s)" % lit(big), expect_close(np.tanh(big)))
+    # Their gradients too: grad differentiates the stable forms (autodiff.c,
+    # stable_forward), where the written ones divide 0 by 0 at such logits.
+    ext = np.array([-1000.0, -100.0, 0.0, 100.0, 1000.0])
+    for name, body, want in (
+            ("log(softmax(x))", "sum(log(softmax(x)))", 1 - 5 * np.array([0, 0, 0, 0, 1.0])),
+            ("log(sum(exp(x)))", "log(sum(exp(x)))", np.array([0, 0, 0, 0, 1.0])),
+            ("log(sigmoid(x))", "sum(log(sigmoid(x)))", 1 - sigmoid(ext)),
+            ("log(1 - sigmoid(x))", "sum(log(1 - sigmoid(x)))", -sigmoid(ext)),
+            ("log(1 + exp(x))", "sum(log(1 + exp(x)))", sigmoid(ext))):
+        S.add("stable gradient of %s at extreme logits" % name, ["fn stab_f(x) { %s }" % body],
+              "grad(stab_f)(%s)" % lit(ext), expect_close(want, atol=1e-6))
+    onehot = np.array([[0, 1.0, 0], [1.0, 0, 0]])
+    z = np.array([[300.0, 0.0, -300.0], [0.0, 200.0, 5.0]])
+    sm = np.exp(z - z.max(1, keepdims=True))
+    sm /= sm.sum(1, keepdims=True)
+    S.add("stable gradient of a hand-written cross-entropy at large logit gaps",
+          ["fn stab_ce(z) { -sum(%s * log(softmax(z, axis=1))) }" % lit(onehot)],
+          "grad(stab_ce)(%s)" % lit(z), expect_close(sm - onehot, atol=1e-6))
+    # a hand-written binary cross-entropy's terms stay finite (stability.c)
+    S.add("stable log(sigmoid(x)) and log(1 - sigmoid(x))", [],
+          "stack([log(sigmoid(%s)), log(1 - sigmoid(%s))])" % (lit(big), lit(big)),
+          expect_close(np.stack([-softplus(-big), -softplus(big)]), rtol=1e-6))
     S.add("unary exp overflow to inf", [], "exp(%s)" % lit([0.0, 100.0, -200.0]),
           expect_close([1.0, np.inf, 0.0]))
     S.add("unary log of 0 and -1", [], "log(%s)" % lit([0.0, -1.0, 1.0]), expect_close([-np.inf, np.nan, 0.0]))

@@ -825,8 +825,9 @@ static IrGraph *stab_logsumexp(IrCtx *c) {
 static IrGraph *stab_sigmoid(IrCtx *c) {
   Node *x = input(c, "x", DT_F32, "4");
   Node *hand = bin(c, OP_DIV, f(c, 1), bin(c, OP_ADD, f(c, 1), un(c, OP_EXP, un(c, OP_NEG, x))));
-  Node *outs[3] = {hand, un(c, OP_LOG, un(c, OP_SIGMOID, x)), un(c, OP_LOG, bin(c, OP_ADD, f(c, 1), un(c, OP_EXP, x)))};
-  return graph(c, outs, 3);
+  Node *outs[4] = {hand, un(c, OP_LOG, un(c, OP_SIGMOID, x)), un(c, OP_LOG, bin(c, OP_ADD, f(c, 1), un(c, OP_EXP, x))),
+                   un(c, OP_LOG, bin(c, OP_SUB, f(c, 1), un(c, OP_SIGMOID, x)))};
+  return graph(c, outs, 4);
 }
 static IrGraph *stab_softmax_by_hand(IrCtx *c) {
   Node *x = input(c, "x", DT_F32, "B,5");
