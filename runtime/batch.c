@@ -9,6 +9,7 @@
 // buffers alternate too, so that a peek at batch k + 1 leaves batch k alone.
 #include "data.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -151,6 +152,18 @@ static void wait_idle(RtBatcher *b) {
 // The API
 //
 
+// A float column read into an integer input (class labels from an .npy of floats)
+// must hold whole numbers in the integer type's range: rt_convert would turn 2.5
+// into 2 and NaN into 0 without a word. The first that is not, with its row.
+static int inexact_ints(const RtTensor *t, RtDType to, char *err, size_t errlen, const RtDataset *ds, int c) {
+    int64_t i = rt_first_inexact(t->data, t->dtype, to, rt_tensor_numel(t)), per = ds->n ? rt_tensor_numel(t) / ds->n : 1;
+    if (i < 0)
+        return 0;
+    double v = t->dtype == RT_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
+    return bad(err, errlen, "column %d '%.31s' feeds an %s input but holds %g at row %lld: not a whole number in its "
+               "range", c + 1, ds->col[c].name, rt_dtype_name(to), v, (long long)(per ? i / per : i));
+}
+
 static int bad_args(const RtDataset *ds, int64_t batch, const RtDType *want, char *err,
                     size_t errlen) {
     if (!ds)
@@ -169,6 +182,8 @@ static int bad_args(const RtDataset *ds, int64_t batch, const RtDType *want, cha
         if (want && rt_dtype_size(want[c]) == 0)
             return bad(err, errlen, "column %d '%.31s': bad dtype %d wanted", c, ds->col[c].name,
                        (int)want[c]);
+        if (want && (want[c] == RT_I32 || want[c] == RT_I64) && inexact_ints(t, want[c], err, errlen, ds, c))
+            return -1;
     }
     return 0;
 }

@@ -204,6 +204,10 @@ void rt_tensor_add(RtTensor *dst, const RtTensor *src);   // dst += src elementw
 // float out of an integer type's range saturates and NaN becomes 0: how data reaches a
 // graph whose input has another dtype than the file (the batcher, a binary's predict).
 void rt_convert(void *dst, RtDType dt, const void *src, RtDType st, int64_t n);
+// The index of the first of n floats at src (dtype st) that is not a whole number in the
+// range of the integer dtype dt, so that rt_convert would change it; -1 if none (or if st
+// is not a float or dt not an integer). Data that would be truncated is refused with it.
+int64_t rt_first_inexact(const void *src, RtDType st, RtDType dt, int64_t n);
 
 // Print as nested lists, no trailing newline: [[1, 2], [3, 4]]. A 0-d tensor prints as a
 // bare number; floats use %g (nan, inf, -inf); integers print as integers; bool as

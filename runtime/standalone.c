@@ -190,7 +190,14 @@ static int predict_rows(RtSession *s, int per_row, const RtTensor *in, int nin, 
 
 // A file of another dtype than its input (NumPy's default float64, uint8 pixels read
 // as i32) is converted as training converts its data (rt_convert).
-static int to_dtype(RtTensor *t, RtDType dt, char *err, size_t n) {
+static int to_dtype(RtTensor *t, RtDType dt, const char *path, char *err, size_t n) {
+  int64_t bad = rt_first_inexact(t->data, t->dtype, dt, rt_tensor_numel(t));
+  if (bad >= 0) {
+    double v = t->dtype == RT_F32 ? ((const float *)t->data)[bad] : ((const double *)t->data)[bad];
+    snprintf(err, n, "%s: %g (element %lld) is not a whole number in %s's range, which its input takes", path, v,
+             (long long)bad, rt_dtype_name(dt));
+    return -1;
+  }
   RtTensor c = rt_tensor_new(dt, t->ndim, t->shape);
   if (!c.data) return snprintf(err, n, "out of memory"), -1;
   rt_convert(c.data, dt, t->data, t->dtype, rt_tensor_numel(t));
@@ -214,7 +221,7 @@ static int predict(const RtModel *m, RtSession *s, const Args *a, char *err, siz
     rc = read_input(m, a->files[i], &in[i], err, n);
     if (!rc && in[i].ndim < 1) rc = -1, snprintf(err, n, "%s: a 0-d array; give one row per example", a->files[i]);
     while (g->ins[j].role != RT_ARG_DATA) j++;
-    if (!rc && (int)in[i].dtype != g->ins[j].dtype) rc = to_dtype(&in[i], (RtDType)g->ins[j].dtype, err, n);
+    if (!rc && (int)in[i].dtype != g->ins[j].dtype) rc = to_dtype(&in[i], (RtDType)g->ins[j].dtype, a->files[i], err, n);
   }
   int64_t total = rc || !need ? 1 : in[0].shape[0], step = a->batch ? a->batch : 1000;
   for (int i = 1; i < a->nfiles && !rc; i++)

@@ -175,3 +175,15 @@ void rt_convert(void *dst, RtDType dt, const void *src, RtDType st, int64_t n) {
         }
     }
 }
+
+int64_t rt_first_inexact(const void *src, RtDType st, RtDType dt, int64_t n) {
+    if ((st != RT_F32 && st != RT_F64) || (dt != RT_I32 && dt != RT_I64))
+        return -1;
+    double lo = dt == RT_I32 ? -2147483648.0 : -0x1p63, hi = dt == RT_I32 ? 2147483648.0 : 0x1p63;
+    for (int64_t i = 0; i < n; i++) {
+        double v = st == RT_F32 ? ((const float *)src)[i] : ((const double *)src)[i];
+        if (!(v == floor(v) && v >= lo && v < hi))
+            return i;
+    }
+    return -1;
+}

@@ -876,15 +876,29 @@ static void test_batch_dtypes(void) {
     check(ok, "batcher: f32 -> f64, i32 -> i64, bool -> f32");
     rt_batcher_free(b);
 
+    // Floats into an integer input must be whole numbers in its range (labels from
+    // an .npy of floats): 1.75 would become 1, NaN 0, 1e20 saturate, without a word.
     RtDType w2[3] = {RT_I32, RT_BOOL, RT_I64};
     b = rt_batcher_new(&ds, 4, 0, 0, w2, 0, err, sizeof err);
-    m = rt_batcher_next(b, t);
-    const int32_t xi[8] = {1, -2, INT32_MAX, INT32_MIN, 0, 0, 3, 0};
+    check(!b && strstr(err, "column 1") && strstr(err, "feeds an i32 input but holds 1.75 at row 0"),
+          "batcher: f32 -> i32 refuses a fraction: %s", err);
+    const float whole[8] = {1.0f, -2.0f, 2147483520.0f, -2147483648.0f, 0.0f, -0.0f, 3.0f, 7.0f};
+    memcpy(ds.col[0].t.data, whole, sizeof whole);
+    b = rt_batcher_new(&ds, 4, 0, 0, w2, 0, err, sizeof err);
+    m = b ? rt_batcher_next(b, t) : 0;
+    const int32_t xi[8] = {1, -2, 2147483520, INT32_MIN, 0, 0, 3, 7};
     const uint8_t yb[4] = {1, 0, 1, 1};
     ok = m == 4 && !memcmp(t[0].data, xi, sizeof xi) && !memcmp(t[1].data, yb, 4) &&
          ((int64_t *)t[2].data)[2] == 1 && ((int64_t *)t[2].data)[3] == 0;
-    check(ok, "batcher: f32 -> i32 truncates, saturates, NaN to 0; i32 -> bool; bool -> i64");
+    check(ok, "batcher: whole f32 -> i32 exactly; i32 -> bool; bool -> i64 %s", b ? "" : err);
     rt_batcher_free(b);
+    ((float *)ds.col[0].t.data)[5] = 3e9f;
+    b = rt_batcher_new(&ds, 4, 0, 0, w2, 0, err, sizeof err);
+    check(!b && strstr(err, "holds 3e+09 at row 2"), "batcher: f32 -> i32 refuses a value past i32: %s", err);
+    ((float *)ds.col[0].t.data)[5] = NAN;
+    b = rt_batcher_new(&ds, 4, 0, 0, w2, 0, err, sizeof err);
+    check(!b && strstr(err, "holds nan at row 2"), "batcher: f32 -> i32 refuses NaN: %s", err);
+    memcpy(ds.col[0].t.data, whole, sizeof whole);
 
     RtDType w3[3] = {RT_I64, RT_F32, RT_BOOL};
     b = rt_batcher_new(&ds, 4, 1, 5, w3, 1, err, sizeof err);
@@ -896,7 +910,7 @@ static void test_batch_dtypes(void) {
             if ((float)iy[j] == ((float *)t[1].data)[i])
                 id = j;
         ok &= id >= 0 && ((uint8_t *)t[2].data)[i] == bz[id] &&
-              ((int64_t *)t[0].data)[2 * i + 1] == (isnan(fx[2 * id + 1]) ? 0 : (int64_t)fx[2 * id + 1]);
+              ((int64_t *)t[0].data)[2 * i + 1] == (int64_t)whole[2 * id + 1];
     }
     check(ok, "batcher: conversions with shuffle and prefetch keep rows together");
     rt_batcher_free(b);

@@ -1195,6 +1195,21 @@ static int round_trip(RtDType dt, int ndim, const int64_t *shape) {
     return ok;
 }
 
+// rt_convert and rt_first_inexact: what a file of another dtype becomes in an input.
+static void test_convert(void) {
+    const double d[5] = {1.0, -2.0, 2147483647.0, 2.5, NAN};
+    int32_t i32[3];
+    rt_convert(i32, RT_I32, d, RT_F64, 3);
+    check(i32[0] == 1 && i32[1] == -2 && i32[2] == INT32_MAX, "convert: whole f64 -> i32 exactly");
+    check(rt_first_inexact(d, RT_F64, RT_I32, 3) == -1 && rt_first_inexact(d, RT_F64, RT_I32, 5) == 3 &&
+              rt_first_inexact(d + 4, RT_F64, RT_I64, 1) == 0,
+          "convert: the first value that would not survive (a fraction, NaN)");
+    const float f[2] = {2147483648.0f, -2147483648.0f};
+    check(rt_first_inexact(f, RT_F32, RT_I32, 2) == 0 && rt_first_inexact(f + 1, RT_F32, RT_I32, 1) == -1 &&
+              rt_first_inexact(f, RT_F32, RT_I64, 2) == -1 && rt_first_inexact(d, RT_F64, RT_F32, 5) == -1,
+          "convert: i32's range exactly; float to float is never inexact here");
+}
+
 static void test_npy(void) {
     strcpy(tmpdir, "/tmp/kiln_rt_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -1653,6 +1668,7 @@ int main(int argc, char **argv) {
     test_philox();
     test_uniform();
     test_normal();
+    test_convert();
     test_print();
     test_ffi();
     test_npy();
