@@ -980,6 +980,8 @@ static Value run_block(Ev *ev, Env *env, AstNode *block) {
 }
 
 // ---- sessions ---------------------------------------------------------------------
+// The file's text, NUL-terminated; a UTF-8 byte order mark (Windows editors write
+// one) is dropped, so it is neither a token nor counted in the first line's columns.
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -987,11 +989,14 @@ static char *read_file(const char *path, size_t *len) {
   char *buf = malloc(cap);
   for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
     n += r;
-    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    char *grown = n + 1 == cap ? realloc(buf, cap *= 2) : buf;
+    if (!grown) free(buf);
+    buf = grown;
   }
   fclose(f);
   if (!buf) return NULL;
   buf[n] = 0;
+  if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) memmove(buf, buf + 3, (n -= 3) + 1);
   *len = n;
   return buf;
 }
