@@ -124,7 +124,10 @@ void data_spec(const DataSrc *d, int split, RtDataSpec *out) {
 int data_load(const DataSrc *d, int split, RtDataset *out, char *err, size_t len) {
   static const char *names[NSPLITS] = {"train", "test"};
   if (!d->nfiles[split] && !d->dir) {
-    snprintf(err, len, "%s has no %s split (give %s=...)", d->name ? d->name : d->kind, names[split], names[split]);
+    const char *name = d->name ? d->name : d->kind;
+    if (split == 1 && d->nfiles[0])   // evaluate on a source of one split: say how to use it
+      snprintf(err, len, "%s has no test split: give %s(train=..., test=...), or evaluate on %s.train", name, d->kind, name);
+    else snprintf(err, len, "%s has no %s split (give %s=...)", name, names[split], names[split]);
     return -1;
   }
   RtDataSpec spec;

@@ -459,6 +459,8 @@ def t_errors():
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epoch=3\n', "no option 'epoch'"),
         ('data d = npy(["x.npy", "y.npy"])\nprint d.valid\n', "not .valid"),
         ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
+         'evaluate accuracy(x @ W, y) on d\n', "d has no test split: give npy(train=..., test=...), or evaluate on d.train"),
+        ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd(-0.1)\n', "lr must be a finite number >= 0"),
         ('data d = npy(["x.npy", "y.npy"])\ninput x : f32[B, 6]\ninput y : i32[B]\nparam W : f32[6, 3]\n'
          'train mean(softmax_cross_entropy(x @ W, y)) on d with sgd, epochs=1e300\n',
