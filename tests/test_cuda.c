@@ -181,12 +181,9 @@ static int compile_file(int argc, char **argv) {
 // driver, whose streams run work only when something waits for it: once a run's
 // inputs take the copy (rt_cuda_take_prefetched), the step's stream sees the
 // batch; before, not yet.
-static void prefetch_checks(void) {
-  char fake[4096];   // beside this program in the build
-  ssize_t n = readlink("/proc/self/exe", fake, sizeof fake - 40);
-  char *slash = n > 0 ? memrchr(fake, '/', (size_t)n) : NULL;
-  if (!slash) return;
-  strcpy(slash, "/libkiln_fakecuda.so");
+static void prefetch_checks(const char *fake_dir) {
+  char fake[4096 + 32];
+  snprintf(fake, sizeof fake, "%s/libkiln_fakecuda.so", fake_dir);
   check(access(fake, R_OK) == 0, "the fake driver is built beside test_cuda: %s", fake);
   setenv("KILN_LIBCUDA", fake, 1);
   RtCuda cu = {0};
@@ -289,7 +286,7 @@ static int fake_launch(RtCudaExec *x, CUmodule mod, const char *name, float *out
 }
 
 static void fake_schedule_checks(const char *dir, const char *fake_dir) {
-  char lib[4096], nv[4096], err[4096];
+  char lib[4096 + 32], nv[4096 + 32], err[4096];
   snprintf(lib, sizeof lib, "%s/libkiln_fakecuda.so", fake_dir);
   snprintf(nv, sizeof nv, "%s/libkiln_fakenvrtc.so", fake_dir);
   setenv("KILN_LIBCUDA", lib, 1);
@@ -333,11 +330,14 @@ int main(int argc, char **argv) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   loader_checks();
   nvrtc_checks(dir);
-  prefetch_checks();
   char fake_dir[4096];   // the fakes are built beside this program
   ssize_t n = readlink("/proc/self/exe", fake_dir, sizeof fake_dir - 1);
   char *slash = n > 0 ? memrchr(fake_dir, '/', (size_t)n) : NULL;
-  if (slash) { *slash = 0; fake_schedule_checks(dir, fake_dir); }
+  if (slash) {
+    *slash = 0;
+    prefetch_checks(fake_dir);
+    fake_schedule_checks(dir, fake_dir);
+  }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) fprintf(stderr, "test_cuda: could not remove %s\n", dir);
