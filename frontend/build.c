@@ -122,13 +122,9 @@ static int parse(int argc, char **argv, BuildOpts *o) {
       return -1;
     }
   // The output's directory must be there and writable: said now, not as the linker's error at the end.
-  const char *slash = strrchr(o->out, '/');
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->out) + (slash == o->out) : 1, slash ? o->out : ".");
-  struct stat st;
-  if (stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK)) {
-    fprintf(stderr, "kiln build: cannot write %s: %s%s\n", o->out, dir,
-            stat(dir, &st) ? ": no such directory" : !S_ISDIR(st.st_mode) ? " is not a directory" : " is not writable");
+  char werr[4200];
+  if (rt_check_writable(o->out, werr, sizeof werr)) {
+    fprintf(stderr, "kiln build: %s\n", werr);
     return -1;
   }
   for (const char *p = o->cpu; *p; p++)
