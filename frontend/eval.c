@@ -43,8 +43,10 @@ static Value weak_num(Ev *ev, double x) {
 }
 
 // Integer literals beyond 2^53 are held as i64, so they stay exact too.
+static int held_as_double(int64_t k) { return k >= -(1LL << 53) && k <= (1LL << 53); }
+
 static Value weak_int(Ev *ev, int64_t k) {
-  if (k >= -(1LL << 53) && k <= (1LL << 53)) return weak_num(ev, (double)k);
+  if (held_as_double(k)) return weak_num(ev, (double)k);
   Value v = ev_tval(ir_const(ev->c, DT_I64, 0, NULL, &k));
   v.weak = 1;
   return v;
@@ -367,7 +369,7 @@ static Node *number_list(Ev *ev, AstNode *e) {
     AstNode *it = e->items[i], *num = it->kind == AST_UNARY ? it->lhs : it;
     int neg = it->kind == AST_UNARY && it->op == U_NEG;
     int64_t k = num->inum;
-    if (num->num_is_int && (k < -(1LL << 53) || k > (1LL << 53)))   // held as i64 (weak_int): exact
+    if (num->num_is_int && !held_as_double(k))   // held as i64 (weak_int): exact
       data[i] = (float)(neg ? -k : k);
     else {   // held as a double, negated as one (-0 is -0.0)
       double d = num->num_is_int ? (double)k : num->num;

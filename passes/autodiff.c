@@ -387,9 +387,8 @@ static Node *stable_forward(IrCtx *c, Node *y, Node **wrt, int nwrt) {
 }
 
 int pass_grad(IrCtx *c, Node *y, Node *seed, Node **wrt, int nwrt, Node **out) {
-  c->err[0] = 0;
   y = stable_forward(c, y, wrt, nwrt);
-  c->err[0] = 0;
+  c->err[0] = 0;   // a rewrite that failed left y as it was, and its message here
   for (int i = 0; i < nwrt; i++)
     if (!ir_is_float(wrt[i]->dtype)) return fail(c, "cannot differentiate with respect to an integer tensor");
   if (seed) seed = ir_broadcast(c, ir_cast(c, seed, y->dtype), y->ndim, y->shape);
