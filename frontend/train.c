@@ -54,6 +54,13 @@ static void optimizer_spec(Ev *ev, AstNode *e, OptSpec *o) {
   if (o->beta1 >= 1 || o->beta2 >= 1) ev_fail(ev, e->span, "beta1 and beta2 must be below 1");
 }
 
+// The settings that are whole numbers, and their ranges: they are cast below, so a
+// fraction or a wrapped epochs count would train something else without a word.
+static const struct { const char *name; double least, most; } whole_opts[] = {
+  {"batch", 1, 2147483647.0}, {"epochs", 0, 2147483647.0}, {"seed", 0, 9007199254740992.0},
+  {"step_size", 1, 1e15}, {"warmup", 0, 1e15},
+};
+
 static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
   memset(ts, 0, sizeof *ts);
   optimizer_spec(ev, s->start, &ts->opt);
@@ -73,14 +80,10 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
       continue;
     }
     double v = opt_num(ev, kw->lhs, k);
-    // The integer settings, cast below, must be whole and in range: a fraction or a
-    // wrapped epochs count would train something else without a word.
-    int whole = !strcmp(k, "batch") || !strcmp(k, "epochs") || !strcmp(k, "seed") || !strcmp(k, "step_size") ||
-                !strcmp(k, "warmup");
-    double least = !strcmp(k, "batch") || !strcmp(k, "step_size") ? 1 : 0;
-    double most = !strcmp(k, "batch") || !strcmp(k, "epochs") ? 2147483647.0 : !strcmp(k, "seed") ? 9007199254740992.0 : 1e15;
-    if (whole && (v != floor(v) || v < least || v > most))
-      ev_fail(ev, kw->lhs->span, "%s must be a whole number from %.0f to %.0f", k, least, most);
+    for (size_t w = 0; w < sizeof whole_opts / sizeof *whole_opts; w++)
+      if (!strcmp(k, whole_opts[w].name) && (v != floor(v) || v < whole_opts[w].least || v > whole_opts[w].most))
+        ev_fail(ev, kw->lhs->span, "%s must be a whole number from %.0f to %.0f", k, whole_opts[w].least,
+                whole_opts[w].most);
     if (!strcmp(k, "batch")) ts->batch = (int64_t)v;
     else if (!strcmp(k, "epochs")) ts->epochs = (int)v;
     else if (!strcmp(k, "seed")) ts->seed = (uint64_t)v;
