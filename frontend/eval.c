@@ -1059,7 +1059,7 @@ static void echo_value(Ev *ev, Value v, Span sp) {
 // A save after a train statement into a directory that is not there would fail
 // only once training is over: said before it starts.
 static void check_later_saves(Ev *ev, AstNode *prog, int from) {
-  if (ev->build || ev->pipe.dump_after || ev->pipe.emit_c) return;
+  if (!ev_trains(ev)) return;
   char err[1024];
   for (int j = from + 1; j < prog->nitems; j++) {
     AstNode *t = prog->items[j];

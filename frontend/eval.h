@@ -166,6 +166,9 @@ Node *ev_raw(Ev *ev, Value v, Span sp, const char *what);
 Value ev_tval(Node *n);
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what);
 Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp);
+// Whether train statements train in this run: not under kiln build (which records
+// them), kiln ir or emit-c (which show their graphs and stop).
+static inline int ev_trains(const Ev *ev) { return !ev->build && !ev->pipe.dump_after && !ev->pipe.emit_c; }
 void ev_unify_weak(Ev *ev, Value *a, Value *b, Span sa, Span sb, int widen);
 // The gradient of y (which must be a scalar: `needs` words the error) w.r.t. wrt.
 Node *ev_grad(Ev *ev, Node *y, Node *wrt, Span ysp, Span wsp, const char *needs);   // a bare number takes the other's dtype

@@ -505,8 +505,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   TrainSpec ts;
   train_spec(ev, s, &ts);
   char cerr[1024];   // a checkpoint that cannot be written is said now, not after the first epoch
-  if (ts.checkpoint && !ev->build && !ev->pipe.dump_after && !ev->pipe.emit_c &&
-      rt_check_writable(ts.checkpoint, cerr, sizeof cerr))
+  if (ts.checkpoint && ev_trains(ev) && rt_check_writable(ts.checkpoint, cerr, sizeof cerr))
     ev_fail(ev, s->span, "the checkpoint: %s", cerr);
   // Each train statement runs its own epochs; only the one --resume applies to
   // (the first) starts after the checkpoint's.
@@ -529,7 +528,7 @@ void ev_exec_train(Ev *ev, AstNode *s) {
   Step st;
   memset(&st, 0, sizeof st);
   // Over several devices (--device cuda:0,1, cuda+cpu), the step splits (parallel.c).
-  int split = ev->pipe.npeers > 0 && !ev->build && !ev->pipe.dump_after && !ev->pipe.emit_c;
+  int split = ev->pipe.npeers > 0 && ev_trains(ev);
   build_step(ev, s, loss, &ts, ds, dname, &st, split);
   if (!st.pr && !split) return;   // kiln ir / emit-c showed it
   st.out = run->out = arena_alloc(ev->arena, sizeof *st.out * (st.nout + 1));
