@@ -343,6 +343,31 @@ static Value b_matmul(Ev *ev, const Builtin *b, Args *a) {
 }
 
 // ---- constructors ----------------------------------------------------------------
+// NumPy's clip: minimum(maximum(x, low), high), so high wins where low > high;
+// either bound may be left out. At a bound the gradient goes to x (maximum and
+// minimum give ties to their first operand), as PyTorch's clamp.
+static Value b_clip(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"low", "high", NULL};
+  bi_check(ev, b, a, 3, kws);
+  Span sp[3];
+  Value r = bi_need(ev, b, a, 0, "x", &sp[0]);
+  r.t = ev_raw(ev, r, sp[0], "x");
+  r.kind = V_TENSOR;
+  Value *bound[2] = {bi_arg(a, 1, "low", &sp[1]), bi_arg(a, 2, "high", &sp[2])};
+  if (!bound[0] && !bound[1]) ev_fail(ev, a->span, "clip needs low, high or both: %s", b->usage);
+  for (int i = 0; i < 2; i++) {
+    if (!bound[i]) continue;
+    Value v = *bound[i];
+    v.t = ev_raw(ev, v, sp[1 + i], i ? "high" : "low");
+    v.kind = V_TENSOR;
+    ev_unify_weak(ev, &r, &v, sp[0], sp[1 + i], 0);
+    int weak = r.weak && v.weak;
+    r = ev_tval(ev_check(ev, ir_binary(ev->c, i ? OP_MINIMUM : OP_MAXIMUM, r.t, v.t), span_join(sp[0], sp[1 + i])));
+    r.weak = weak;
+  }
+  return r;
+}
+
 static Value b_fill(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", "value", "dtype", NULL};
   int full = !strcmp(b->name, "full");
@@ -409,6 +434,14 @@ static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ir_cast(ev->c, eq, bi_dtype(ev, a, 2, DT_F32)));
 }
 
+// NumPy and PyTorch refuse these too: a negative std, an empty or reversed range.
+void ev_check_random(Ev *ev, int normal, double p0, double p1, Span sp0, Span sp1) {
+  if (!isfinite(p0)) ev_fail(ev, sp0, "%s's %s must be a finite number, not %g", normal ? "normal" : "uniform", normal ? "mean" : "low", p0);
+  if (!isfinite(p1)) ev_fail(ev, sp1, "%s's %s must be a finite number, not %g", normal ? "normal" : "uniform", normal ? "std" : "high", p1);
+  if (normal && p1 < 0) ev_fail(ev, sp1, "normal's std cannot be negative (%g)", p1);
+  if (!normal && p0 > p1) ev_fail(ev, span_join(sp0, sp1), "uniform's low (%g) is above its high (%g)", p0, p1);
+}
+
 static Value b_random(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", "mean", "std", "low", "high", "seed", "dtype", NULL};
   int normal = !strcmp(b->name, "normal");
@@ -417,7 +450,10 @@ static Value b_random(Ev *ev, const Builtin *b, Args *a) {
   int n = shape_arg(ev, b, a, 0, s);
   for (int i = 0; i < n; i++) if (s[i].k < 0) ev_fail(ev, a->span, "%s: dimensions cannot be negative", b->name);
   double p0 = bi_num(ev, a, 1, normal ? "mean" : "low", 0), p1 = bi_num(ev, a, 2, normal ? "std" : "high", 1);
-  Span sp;
+  Span sp, sp0 = a->span, sp1 = a->span;
+  bi_arg(a, 1, normal ? "mean" : "low", &sp0);
+  bi_arg(a, 2, normal ? "std" : "high", &sp1);
+  ev_check_random(ev, normal, p0, p1, sp0, sp1);
   Value *sv = bi_arg(a, -1, "seed", &sp);
   // Without a seed each call draws its own stream, the same on every run.
   uint64_t seed = sv ? (uint64_t)ev_const_int(ev, *sv, sp, "seed") : ev_next_seed(ev);
@@ -478,6 +514,7 @@ static const Builtin named[] = {
   {"shape", b_shape, 0, "shape(x)"},
   {"dim", b_dim, 0, "dim(x, axis)"},
   {"matmul", b_matmul, 0, "matmul(a, b)"},
+  {"clip", b_clip, 0, "clip(x, low, high)  (either bound may be left out: clip(x, high=1))"},
   {"zeros", b_fill, 0, "zeros(shape, dtype=f32)"},
   {"ones", b_fill, 0, "ones(shape, dtype=f32)"},
   {"full", b_fill, 0, "full(shape, value, dtype=f32)"},

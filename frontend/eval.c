@@ -799,18 +799,25 @@ static Node *shapeless_random(Ev *ev, Env *env, AstNode *r, const char *scheme, 
   int normal = !strcmp(scheme, "normal");
   double p[2] = {normal ? 0 : -1, 1};   // mean, std or low, high
   const char *kw[2] = {normal ? "mean" : "low", normal ? "std" : "high"};
+  Span at[2] = {r->span, r->span};
   for (int i = 0; i < r->nitems; i++) {
     AstNode *a = r->items[i];
     Node *v = ev_raw(ev, eval(ev, env, a->kind == AST_KWARG ? a->lhs : a), a->span, "an initializer setting");
     double x;
     if (a->kind != AST_KWARG && (v->ndim || i > 0)) return NULL;   // normal([3, 4], ...): a shape
     if (v->ndim || !ir_is_scalar_const(v, &x)) ev_fail(ev, a->span, "%s's settings must be constant numbers", scheme);
-    if (a->kind != AST_KWARG) { if (normal) p[1] = x; else { p[0] = -x; p[1] = x; } continue; }
-    if (!strcmp(a->str, kw[0])) p[0] = x;
-    else if (!strcmp(a->str, kw[1])) p[1] = x;
-    else if (!strcmp(a->str, "seed")) seed = (uint64_t)x;
+    if (a->kind != AST_KWARG) {
+      if (!normal && x < 0) ev_fail(ev, a->span, "uniform(a) draws from [-a, a): a cannot be negative (%g)", x);
+      if (normal) p[1] = x; else { p[0] = -x; p[1] = x; }
+      at[0] = at[1] = a->span;
+      continue;
+    }
+    if (!strcmp(a->str, kw[0])) p[0] = x, at[0] = a->span;
+    else if (!strcmp(a->str, kw[1])) p[1] = x, at[1] = a->span;
+    else if (!strcmp(a->str, "seed")) seed = (uint64_t)ev_const_int(ev, ev_tval(v), a->span, "seed");
     else ev_fail(ev, a->span, "%s as an initializer takes %s= and %s=", scheme, kw[0], kw[1]);
   }
+  ev_check_random(ev, normal, p[0], p[1], at[0], at[1]);
   if (!ir_is_float(dt)) ev_fail(ev, r->span, "%s initializes float parameters only", scheme);
   IrCtx *c = ev->c;
   Node *z = ir_rng(c, dt, nd, shape, seed, normal);
@@ -855,12 +862,25 @@ static Node *param_init(Ev *ev, Env *env, AstNode *s, const char *name, DType dt
   return b;
 }
 
+// Two parameters of one name in one file would train apart but save as one. A
+// later REPL chunk (or C API call) may declare it again: that rebinds the name.
+static void check_new_param(Ev *ev, const char *name, Span sp) {
+  for (int i = 0; i < ev->nparams; i++) {
+    Param *p = &ev->params[i];
+    if (p->run != ev->run || strcmp(p->node->a.name, name)) continue;
+    diag_error(ev->diag, sp, "parameter %s is declared twice", name);
+    diag_note(ev->diag, p->where, "first declared here%s", strchr(name, '.') ? " (in the same layer call)" : "");
+    longjmp(*ev->on_error, 1);
+  }
+}
+
 static void exec_param(Ev *ev, Env *env, AstNode *s) {
   DType dt = parse_dtype(ev, s);
   // Inside a layer call the parameter is named after the call: dense.1.W.
   char full[700];
   snprintf(full, sizeof full, "%s%s%s", ev->scope ? ev->scope : "", ev->scope ? "." : "", s->str);
   const char *name = arena_strdup(ev->arena, full);
+  check_new_param(ev, name, s->name_span);
   int nd; Dim shape[IR_MAXDIM];
   parse_shape(ev, env, s, 0, &nd, shape);
   Node *init = ev_check(ev, param_init(ev, env, s, name, dt, nd, shape), s->rhs ? s->rhs->span : s->span);
@@ -877,7 +897,7 @@ static void exec_param(Ev *ev, Env *env, AstNode *s) {
   Node *p = ev_check(ev, ir_input(ev->c, name, ROLE_PARAM, dt, nd, shape), s->span);
   ev->params = realloc(ev->params, sizeof(Param) * (ev->nparams + 1));
   if (!ev->params) abort();
-  ev->params[ev->nparams++] = (Param){p, value, s->op};
+  ev->params[ev->nparams++] = (Param){p, value, s->op, ev->run, s->name_span};
   env_set(ev, env, s->str, ev_tval(p), s->name_span);
 }
 
@@ -1075,6 +1095,7 @@ int ev_run(Ev *ev, const char *name, const char *text) {
   if (!prog || ev->diag->has_error) return -1;
   jmp_buf jb;
   jmp_buf *outer = ev->on_error;
+  if (!outer) ev->run++;   // not an import
   ev->on_error = &jb;
   int rc = 0;
   for (int i = 0; i < prog->nitems; i++) {

@@ -58,7 +58,9 @@ struct Env { Env *parent; Binding *b; int n, cap; };
 
 // A parameter's current value lives here, outside the IR. State (batch-norm
 // statistics) is saved with the parameters but not trained.
-typedef struct { Node *node; RtTensor value; int state; } Param;
+// run: the ev_run that declared it (one file with its imports, or one REPL
+// chunk); where: its declaration, for the error a second one in the same run gets.
+typedef struct { Node *node; RtTensor value; int state; int run; Span where; } Param;
 
 // Training settings the command line overrides (0 / NULL: not given).
 typedef struct {
@@ -87,6 +89,7 @@ typedef struct Ev {
   uint64_t seed;         // the session's base seed
   uint64_t rng_count;    // random tensors made so far (each gets its own stream)
   int depth;             // call depth, to stop runaway recursion
+  int run;               // top-level ev_run calls so far (a file, a REPL chunk)
   long calls;            // calls traced in the current statement
   int echo;              // REPL: echo expression statements
   int via_ffi;           // call compiled graphs through libffi
@@ -165,6 +168,8 @@ Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what);
 Node *ev_raw(Ev *ev, Value v, Span sp, const char *what);
 Value ev_tval(Node *n);
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what);
+// normal's mean and std, or uniform's low and high, are ones it can draw from.
+void ev_check_random(Ev *ev, int normal, double p0, double p1, Span sp0, Span sp1);
 Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp);
 // Whether train statements train in this run: not under kiln build (which records
 // them), kiln ir or emit-c (which show their graphs and stop).

@@ -127,6 +127,13 @@ int main(void) {
   kiln_tensor t;
   CHECK(kiln_eval(k, "sum(W)", &t) == 0 && t.ndim == 0 && *(float *)t.data == 4, "eval sum(W)");
   kiln_tensor_free(&t);
+  // A parameter declared twice in one call is an error; a later call rebinds it.
+  rc = kiln_exec(k, "twice", "param P : f32[2] = 1\nparam P : f32[2] = 2\n");
+  CHECK(rc == -1 && strstr(kiln_error(k), "twice:2:7: error: parameter P is declared twice") &&
+        strstr(kiln_error(k), "twice:1:7: note: first declared here"), "param twice in one call: %s", kiln_error(k));
+  rc = kiln_exec(k, "again", "param P : f32[3] = 5\n");
+  CHECK(rc == 0 && kiln_eval(k, "sum(P)", &t) == 0 && *(float *)t.data == 15, "param declared again later %s", kiln_error(k));
+  if (!rc) kiln_tensor_free(&t);
   kiln_free(k);
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;

@@ -244,6 +244,16 @@ def binary(T, rng):
              [(a, "f64"), (b, "f64")], argnum=k)
     T.op("where from a comparison", "where(a > 0, a ^ 2, -a)", lambda a: a, [(away_from(rng, (2, 3), [0]), "f64")])
     T.op("where scalar branch", "where(a > 0, a, 0)", lambda a: a, [(away_from(rng, (5,), [0]), "f64")])
+    # clip: values away from the bounds; the bounds as tensors get the gradient where they bind
+    lo, hi = -0.4, 0.6
+    xc = away_from(rng, (2, 3), [lo, hi], gap=0.1)
+    T.op("clip scalar bounds", "clip(a, %g, %g)" % (lo, hi), lambda a: np.clip(a, lo, hi), [(xc, "f64")])
+    T.op("clip high only", "clip(a, high=%g)" % hi, lambda a: np.clip(a, None, hi), [(xc, "f64")])
+    bl = f32(np.array([-2.0, 0.3, 0.0]))
+    xs = f32(np.array([[-1.0, 0.5, 0.7], [1.2, -0.5, -0.2]]))
+    for k in (0, 1):
+        T.op("clip tensor low wrt %s" % "ab"[k], "clip(a, b, 1)", lambda a, b: np.clip(a, b, 1),
+             [(xs, "f64"), (bl, "f64")], argnum=k)
 
 
 def reductions(T, rng):

@@ -283,6 +283,22 @@ def where_ops(S, rng):
           expect_exact([[1.0, 2.0], [6.0, 6.0]]))
 
 
+def clip_ops(S, rng):
+    a = f32(rng.standard_normal((3, 4)) * 2)
+    lo = f32(rng.standard_normal((4,)) - 1)
+    S.add("clip scalars", [], "clip(%s, -0.5, 1)" % lit(a), expect_exact(np.clip(a, -0.5, 1)))
+    S.add("clip tensor bounds", [], "clip(%s, %s, 1.5)" % (lit(a), lit(lo)), expect_exact(np.clip(a, lo, 1.5)))
+    S.add("clip high only", [], "clip(%s, high=0)" % lit(a), expect_exact(np.clip(a, None, 0)))
+    S.add("clip low only", [], "clip(%s, low=0)" % lit(a), expect_exact(np.clip(a, 0, None)))
+    S.add("clip low above high", [], "clip(%s, 1, -1)" % lit(a), expect_exact(np.clip(a, 1, -1)))
+    S.add("clip nan", [], "clip(%s / %s, 0, 1)" % (lit([0.0, -1.0, 2.0]), lit([0.0, 1.0, 1.0])),
+          expect_exact([np.nan, 0.0, 1.0]))
+    i = rng.integers(-20, 20, (5,))
+    S.add("clip i32", [], "clip(%s, -3, 4)" % lit(i, "i32"), expect_exact(np.clip(i, -3, 4)))
+    S.add("clip f64", [], "clip(%s, -0.25, 0.25) - %s" % (lit(a, "f64"), lit(np.clip(np.float64(a), -0.25, 0.25), "f64")),
+          expect_exact(np.zeros((3, 4))))
+
+
 def integers(S, rng):
     a = rng.integers(-20, 20, (3, 4))
     b = rng.integers(1, 9, (4,)) * np.where(rng.random(4) < 0.5, -1, 1)
@@ -851,6 +867,7 @@ def build(S, rng):
     binary(S, rng)
     compare(S, rng)
     where_ops(S, rng)
+    clip_ops(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)

@@ -51,6 +51,10 @@ check(":time reports timings", "per run" in out, repr(out + err))
 rc, out, err = piped("input X : f32[B, 2]\nparam W : f32[2, 2] = [[1, 2], [3, 4]]\nW @ W\nX @ W\n")
 check("params persist; unbound inputs are a clear error", out == "[[7, 10], [15, 22]]\n" and "input 'X'" in err, repr(out + err))
 
+rc, out, err = piped("param W : f32[2] = 1\nparam W : f32[3] = 2\nW\nparam V : f32[1] = 0; param V : f32[1] = 1\n")
+check("a later line declares a parameter again; one line cannot", out == "[2, 2, 2]\n"
+      and "1:29: error: parameter V is declared twice" in err and "note: first declared here" in err, repr(out + err))
+
 rc, out, err = piped("x = [1,\n 2,\n 3]\nsum(x)\n")
 check("piped: open brackets continue on the next line", out == "6\n", repr(out + err))
 
