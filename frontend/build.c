@@ -137,7 +137,7 @@ static int parse(int argc, char **argv, BuildOpts *o) {
 
 // ---- what the statements record (build.h) ----
 int build_input_column(Ev *ev, Node *in) {
-  for (int j = 0; j < ev->ninputs; j++) if (ev->inputs[j] == in) return j;
+  for (int j = 0; j < ev->ninputs; j++) if (ev->inputs[j].node == in) return j;
   return -1;
 }
 

@@ -216,8 +216,9 @@ RtDataset *split_data(Ev *ev, AstNode *e, int dflt, const char **name) {
 // order), with its per-example shape checked against the input's.
 int column_of(Ev *ev, RtDataset *ds, Node *in, const char *dname, Span sp) {
   int j = 0;
-  while (j < ev->ninputs && ev->inputs[j] != in) j++;
-  if (j == ev->ninputs) ev_fail(ev, sp, "internal error: input '%s' was not declared", in->a.name);
+  while (j < ev->ninputs && ev->inputs[j].node != in) j++;
+  if (j == ev->ninputs)   // a REPL line declared it again after this was defined
+    ev_fail(ev, sp, "this uses an input '%s' that has been declared again since; define it again", in->a.name);
   if (j >= ds->ncol)
     ev_fail(ev, sp, "%s has %d column%s, but this needs input '%s', the %d%s declared (columns bind to inputs in order)", dname,
             ds->ncol, ds->ncol == 1 ? "" : "s", in->a.name, j + 1, j == 0 ? "st" : j == 1 ? "nd" : j == 2 ? "rd" : "th");

@@ -953,6 +953,29 @@ static void exec_import(Ev *ev, AstNode *s) {
   }
 }
 
+// Data columns bind to inputs in declaration order, so a second `input X` in a
+// file would shift every later column. A later REPL chunk may declare X again:
+// the new X takes the old one's place in that order.
+static void declare_input(Ev *ev, Node *in, Span sp) {
+  int slot = ev->ninputs;
+  for (int i = 0; i < ev->ninputs; i++) {
+    InputDecl *d = &ev->inputs[i];
+    if (strcmp(d->node->a.name, in->a.name)) continue;
+    if (d->run == ev->run) {
+      diag_error(ev->diag, sp, "input %s is declared twice", in->a.name);
+      diag_note(ev->diag, d->where, "first declared here");
+      longjmp(*ev->on_error, 1);
+    }
+    slot = i;
+  }
+  if (slot == ev->ninputs) {
+    ev->inputs = realloc(ev->inputs, sizeof *ev->inputs * (ev->ninputs + 1));
+    if (!ev->inputs) abort();
+    ev->ninputs++;
+  }
+  ev->inputs[slot] = (InputDecl){in, ev->run, sp};
+}
+
 static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
   Value none = {0};
   switch (s->kind) {
@@ -968,9 +991,7 @@ static Value exec_stmt(Ev *ev, Env *env, AstNode *s) {
     int nd; Dim shape[IR_MAXDIM];
     parse_shape(ev, env, s, 1, &nd, shape);
     Node *in = ev_check(ev, ir_input(ev->c, s->str, ROLE_INPUT, dt, nd, shape), s->span);
-    ev->inputs = realloc(ev->inputs, sizeof(Node *) * (ev->ninputs + 1));
-    if (!ev->inputs) abort();
-    ev->inputs[ev->ninputs++] = in;
+    declare_input(ev, in, s->name_span);
     env_set(ev, env, s->str, ev_tval(in), s->name_span);
     return none;
   }

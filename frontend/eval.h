@@ -62,6 +62,9 @@ struct Env { Env *parent; Binding *b; int n, cap; };
 // chunk); where: its declaration, for the error a second one in the same run gets.
 typedef struct { Node *node; RtTensor value; int state; int run; Span where; } Param;
 
+// A declared input; run and where as for Param.
+typedef struct { Node *node; int run; Span where; } InputDecl;
+
 // Training settings the command line overrides (0 / NULL: not given).
 typedef struct {
   int epochs, batch, seed_set;
@@ -97,7 +100,7 @@ typedef struct Ev {
   const char *lib_dir;
   struct { const char *path; int running; } *imports;   // files imported so far
   int nimports;
-  Node **inputs; int ninputs;            // declared inputs, in declaration order
+  InputDecl *inputs; int ninputs;        // declared inputs, in declaration order (data columns bind so)
   Node *training, *step;                 // mode inputs, replaced when a graph compiles
   const char *scope;                     // parameter-name prefix inside layer calls
   struct { const char *key; int n; } *scopes; int nscopes;   // calls per scope and function

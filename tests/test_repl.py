@@ -2,7 +2,8 @@
 """The REPL, driven as a user would: through a pseudo-terminal (prompt, line
 editing, history) and through a pipe (scripted: no prompt, results printed).
 Usage: test_repl.py KILN"""
-import os, pty, select, signal, subprocess, sys, tempfile, time
+import os
+import pty, select, signal, subprocess, sys, tempfile, time
 
 kiln = sys.argv[1]
 sys.stdout.reconfigure(line_buffering=True)
@@ -54,6 +55,17 @@ check("params persist; unbound inputs are a clear error", out == "[[7, 10], [15,
 rc, out, err = piped("param W : f32[2] = 1\nparam W : f32[3] = 2\nW\nparam V : f32[1] = 0; param V : f32[1] = 1\n")
 check("a later line declares a parameter again; one line cannot", out == "[2, 2, 2]\n"
       and "1:29: error: parameter V is declared twice" in err and "note: first declared here" in err, repr(out + err))
+
+csv = os.path.join(tempfile.mkdtemp(), "d.csv")
+with open(csv, "w") as f:
+    f.write("".join("%d,%d,%d\n" % (i % 2, 1 - i % 2, i % 2) for i in range(32)))
+rc, out, err = piped('data d = csv("%s")\ninput X : f32[B, 3]\ninput y : i32[B]\nparam W : f32[2, 2]\n'
+                     "stale = mean(softmax_cross_entropy(X[:, 0:2] @ W, y))\ninput X : f32[B, 2]\n"
+                     "train stale on d with sgd(lr=1), epochs=1, batch=8\n"
+                     "loss = mean(softmax_cross_entropy(X @ W, y))\ntrain loss on d with sgd(lr=1), epochs=3, batch=8\n"
+                     "evaluate accuracy(X @ W, y) on d.train\n" % csv)
+check("an input declared again keeps its data column", "accuracy: 1" in out
+      and "uses an input 'X' that has been declared again since" in err, repr(out + err))
 
 rc, out, err = piped("x = [1,\n 2,\n 3]\nsum(x)\n")
 check("piped: open brackets continue on the next line", out == "6\n", repr(out + err))
