@@ -1,4 +1,4 @@
-// csv.c: data sets from text files of numbers separated by commas.
+// csv.c: data sets from text files of numbers separated by commas (fields may be quoted).
 // The whole file is read into memory and parsed in place: fields are cut with '\0' and
 // read by strtod. Two passes: one counts the rows, so the tensors are allocated once.
 #include "data.h"
@@ -66,39 +66,79 @@ static int is_blank(const char *p, const char *e) {
     return 1;
 }
 
-static int count_fields(const char *p, const char *e) {
-    int n = 1;
-    for (; p < e; p++)
-        n += *p == ',';
+static char *skip_blanks(char *p, const char *e) {
+    while (p < e && (*p == ' ' || *p == '\t'))
+        p++;
+    return p;
+}
+
+static char *trim_end(char *s, char *e) {
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    return e;
+}
+
+// The field starting at p in the line [p, e): sets [*s, *se) to its text without
+// the blanks around it, and for a quoted field (RFC 4180: "1.5", "a, b", "say ""hi""")
+// without the quotes. Returns where the next field starts (past its comma), e + 1
+// after the last field, or NULL if a quote is not closed on this line. Text after
+// a closing quote stays in the field ('"1"x'), so it is not a number.
+static char *field(char *p, char *e, char **s, char **se) {
+    p = skip_blanks(p, e);
+    char *q = NULL;
+    if (p < e && *p == '"')
+        for (q = p + 1;; q += 2) {
+            q = memchr(q, '"', (size_t)(e - q));
+            if (!q)
+                return NULL;
+            if (q + 1 >= e || q[1] != '"')
+                break;
+        }
+    char *after = q ? skip_blanks(q + 1, e) : p;
+    if (q && (after == e || *after == ',')) {
+        *s = skip_blanks(p + 1, q), *se = trim_end(*s, q);
+        p = after;
+    } else {
+        char *comma = memchr(after, ',', (size_t)(e - after));
+        char *fe = comma ? comma : e;
+        *s = p, *se = trim_end(p, fe);
+        p = fe;
+    }
+    return p < e ? p + 1 : e + 1;
+}
+
+// Fields in the line [p, e), or -1 if a quote is not closed.
+static int count_fields(char *p, char *e) {
+    int n = 0;
+    for (char *s, *se; p <= e; n++)
+        if (!(p = field(p, e, &s, &se)))
+            return -1;
     return n;
 }
 
-// Parses the field [p, e) (spaces around it allowed) as a number: 0, or -1. *s and *se
-// are set to the field without the spaces, for messages.
-static int number(char *p, char *e, double *v, char **s, char **se) {
-    while (p < e && (*p == ' ' || *p == '\t'))
-        p++;
-    while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-        e--;
-    *s = p, *se = e;
+// The field [s, e) as a number: 0, or -1.
+static int number(char *s, char *e, double *v) {
     char save = *e, *q;
     *e = '\0';
-    *v = strtod(p, &q);
+    *v = strtod(s, &q);
     *e = save;
-    return p < e && q == e ? 0 : -1;
+    return s < e && q == e ? 0 : -1;
 }
 
 // header = any field that is not a number
 static int has_text(char *p, char *e) {
-    while (p <= e) {
-        char *comma = memchr(p, ',', (size_t)(e - p));
-        char *fe = comma ? comma : e, *s, *se;
+    for (char *s, *se; p <= e;) {
         double v;
-        if (number(p, fe, &v, &s, &se))
+        p = field(p, e, &s, &se);
+        if (number(s, se, &v))
             return 1;
-        p = fe + 1;
     }
     return 0;
+}
+
+static int unclosed_quote(const Csv *c, int line) {
+    return rt_data_fail(c->err, c->errlen, "%s:%d: a quote is not closed on this line (a field cannot span lines)",
+                        c->path, line);
 }
 
 static int field_error(const Csv *c, int line, const char *lstart, const char *s, const char *e,
@@ -107,22 +147,26 @@ static int field_error(const Csv *c, int line, const char *lstart, const char *s
     if (len == 0)
         return rt_data_fail(c->err, c->errlen, "%s:%d:%d: field %d is empty", c->path, line,
                     (int)(s - lstart) + 1, k + 1);
-    return rt_data_fail(c->err, c->errlen, "%s:%d:%d: field %d '%.*s%s' %s", c->path, line,
-                (int)(s - lstart) + 1, k + 1, len, s, (int)(e - s) > 40 ? "..." : "", what);
+    const char *hint = memchr(s, ';', (size_t)(e - s)) || memchr(s, '\t', (size_t)(e - s))
+                           ? " (fields are separated by commas)" : "";
+    return rt_data_fail(c->err, c->errlen, "%s:%d:%d: field %d '%.*s%s' %s%s", c->path, line,
+                (int)(s - lstart) + 1, k + 1, len, s, (int)(e - s) > 40 ? "..." : "", what, hint);
 }
 
 // Parses one row of c->nfields numbers into feat (and *lab).
 static int parse_row(const Csv *c, int line, char *p, char *e, float *feat, int32_t *lab) {
     int k = count_fields(p, e);
+    if (k < 0)
+        return unclosed_quote(c, line);
     if (k != c->nfields)
         return rt_data_fail(c->err, c->errlen, "%s:%d: row has %d fields, expected %d", c->path, line,
                     k, c->nfields);
     char *lstart = p;
     for (int i = 0; i < c->nfields; i++) {
-        char *comma = memchr(p, ',', (size_t)(e - p));
-        char *fe = comma ? comma : e, *s, *se;
+        char *s, *se;
         double v;
-        if (number(p, fe, &v, &s, &se))
+        p = field(p, e, &s, &se);
+        if (number(s, se, &v))
             return field_error(c, line, lstart, s, se, i, "is not a number");
         if (i == c->label) {
             if (!(v == floor(v) && v >= INT32_MIN && v <= INT32_MAX))
@@ -132,7 +176,6 @@ static int parse_row(const Csv *c, int line, char *p, char *e, float *feat, int3
         } else {
             *feat++ = (float)v;
         }
-        p = fe + 1;
     }
     return 0;
 }
@@ -141,6 +184,8 @@ static int parse_row(const Csv *c, int line, char *p, char *e, float *feat, int3
 // Returns 1 for a header, 0 for data, -1 on error.
 static int first_line(Csv *c, char *p, char *e, int line, int label_col, int header) {
     c->nfields = count_fields(p, e);
+    if (c->nfields < 0)
+        return unclosed_quote(c, line);
     if (label_col == RT_DATA_NOLABEL)
         c->label = -1;
     else if (label_col >= c->nfields || label_col < -c->nfields)

@@ -581,6 +581,26 @@ static void test_csv(void) {
     rc = rt_data_csv(tpath("hole.csv"), -1, -1, &ds, err, sizeof err);
     check(failed(rc, &ds, "hole.csv", "hole.csv:2:3: field 2 is empty"), "csv: empty field: %s",
           err);
+    // RFC 4180 quoting: quoted numbers, commas and "" inside a quoted header
+    write_text("q.csv", "\"x, 1\",\"say \"\"y\"\"\", \"label\"\n\"1.5\", 2 ,\" 3 \"\r\n-4,\"5e-1\",\"0\"\n");
+    rc = rt_data_csv(tpath("q.csv"), -1, -1, &ds, err, sizeof err);
+    {
+        const float *f = rc ? NULL : ds.col[0].t.data;
+        const int32_t *l = rc ? NULL : ds.col[1].t.data;
+        check(!rc && ds.n == 2 && f[0] == 1.5f && f[1] == 2 && f[2] == -4 && f[3] == 0.5f && l[0] == 3 && l[1] == 0,
+              "csv: quoted fields and a quoted header with commas and quotes (%s)", rc ? err : "");
+        rt_dataset_free(&ds);
+    }
+    write_text("unq.csv", "1,2,3\n1,\"2,3\n");
+    rc = rt_data_csv(tpath("unq.csv"), -1, -1, &ds, err, sizeof err);
+    check(failed(rc, &ds, "unq.csv", "unq.csv:2: a quote is not closed on this line"), "csv: unclosed quote: %s", err);
+    write_text("qjunk.csv", "1,2,3\n1,\"2\"x,3\n");
+    rc = rt_data_csv(tpath("qjunk.csv"), -1, -1, &ds, err, sizeof err);
+    check(failed(rc, &ds, "qjunk.csv", "qjunk.csv:2:3: field 2 '\"2\"x' is not a number"), "csv: text after a closing quote: %s", err);
+    write_text("semi.csv", "1;2;3\n4;5;6\n");
+    rc = rt_data_csv(tpath("semi.csv"), -1, 0, &ds, err, sizeof err);
+    check(failed(rc, &ds, "semi.csv", "field 1 '1;2;3' is not a number (fields are separated by commas)"),
+          "csv: semicolons: %s", err);
     write_text("empty.csv", "");
     rc = rt_data_csv(tpath("empty.csv"), -1, -1, &ds, err, sizeof err);
     check(failed(rc, &ds, "empty.csv", "empty.csv:1: empty file"), "csv: empty file: %s", err);
