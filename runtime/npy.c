@@ -285,8 +285,33 @@ static int read_header(FILE *f, const char *path, Header *h, char *err, size_t e
     int big = 0;
     for (int i = 0; i < h->ndim; i++)
         big += h->shape[i] > 1;
-    if (h->fortran && big > 1)
-        return rt_errf(err, errlen, path, "fortran_order arrays are not supported (save C order)");
+    h->fortran &= big > 1;
+    return 0;
+}
+
+// A Fortran-order array (np.save writes one for x.T of a C-order x): t holds it
+// column-major; reorders it to C order. -1 if out of memory.
+static int fortran_to_c(RtTensor *t, uint64_t numel) {
+    size_t es = rt_dtype_size(t->dtype);
+    RtTensor c = rt_tensor_new(t->dtype, t->ndim, t->shape);
+    if (!c.data)
+        return -1;
+    int64_t idx[RT_MAXDIM] = {0}, stride[RT_MAXDIM];   // the file's strides, in elements
+    for (int d = 0; d < t->ndim; d++)
+        stride[d] = d ? stride[d - 1] * t->shape[d - 1] : 1;
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < numel; i++) {
+        memcpy((uint8_t *)c.data + i * es, (uint8_t *)t->data + off * es, es);
+        for (int d = t->ndim - 1; d >= 0; d--) {   // the next C index: the last axis fastest
+            off += (uint64_t)stride[d];
+            if (++idx[d] < t->shape[d])
+                break;
+            off -= (uint64_t)(stride[d] * t->shape[d]);
+            idx[d] = 0;
+        }
+    }
+    rt_tensor_free(t);
+    *t = c;
     return 0;
 }
 
@@ -385,6 +410,10 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
     if (widen) {
         widen_into(&t, raw, numel, &h);
         free(raw);
+    }
+    if (h.fortran && fortran_to_c(&t, numel)) {
+        rt_tensor_free(&t);
+        return rt_errf(err, errlen, path, "cannot allocate %llu bytes", (unsigned long long)nbytes);
     }
     if (t.dtype == RT_BOOL)   // kernels rely on bools being exactly 0 or 1
         for (uint64_t i = 0; i < numel; i++)

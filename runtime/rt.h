@@ -272,11 +272,10 @@ int rt_ffi_call_ptrs(void *fn, int nargs, void **args);
 // npy.c: NumPy .npy files
 //
 
-// Format versions 1.0, 2.0 and 3.0 on read, C order; dtypes <f4 <f8 <i4 <i8 |b1, and on
-// read only, widened exactly: u1 i1 u2 i2 to i32, u4 to i64, f2 to f32 (big-endian '>'
-// variants are byte-swapped on read). Other dtypes (u8, complex, objects, structured),
-// fortran_order arrays (unless at most one axis is longer than 1) and more than RT_MAXDIM
-// axes are rejected.
+// Format versions 1.0, 2.0 and 3.0 on read, C or Fortran order (reordered to C order on
+// read); dtypes <f4 <f8 <i4 <i8 |b1, and on read only, widened exactly: u1 i1 u2 i2 to i32,
+// u4 to i64, f2 to f32 (big-endian '>' variants are byte-swapped on read). Other dtypes
+// (u8, complex, objects, structured) and more than RT_MAXDIM axes are rejected.
 // Both return 0, or -1 with a message in err (which may be NULL): "path: what went wrong".
 // Save writes version 1.0 in NumPy's layout (data 64-byte aligned), atomically: a temporary
 // file beside path, fsync, rename.

@@ -1265,6 +1265,24 @@ static void test_npy(void) {
     ok = rt_npy_load(tpath("f1.npy"), &u, err, sizeof err) == 0 && u.shape[0] == 4;
     check(ok, "npy: fortran_order with one long axis is C order");
     rt_tensor_free(&u);
+    {
+        // Fortran order, as np.save writes x.T: element [i, j, k] at i + 2 * (j + 3 * k); u1 widened too
+        int32_t fv[24];
+        uint8_t fb[24];
+        for (int i = 0; i < 24; i++) fv[i] = i, fb[i] = (uint8_t)(i + 100);
+        write_npy("f3.npy", "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3, 4), }", fv, sizeof fv);
+        write_npy("f3b.npy", "{'descr': '|u1', 'fortran_order': True, 'shape': (2, 3, 4), }", fb, sizeof fb);
+        for (int file = 0; file < 2; file++) {
+            ok = rt_npy_load(tpath(file ? "f3b.npy" : "f3.npy"), &u, err, sizeof err) == 0 && u.ndim == 3 &&
+                 u.shape[0] == 2 && u.shape[1] == 3 && u.shape[2] == 4 && u.dtype == RT_I32;
+            for (int i = 0; ok && i < 2; i++)
+                for (int j = 0; j < 3; j++)
+                    for (int k = 0; k < 4; k++)
+                        ok &= ((int32_t *)u.data)[(i * 3 + j) * 4 + k] == i + 2 * (j + 3 * k) + (file ? 100 : 0);
+            check(ok, "npy: fortran_order %s reordered to C order %s", file ? "|u1" : "<i4", err);
+            rt_tensor_free(&u);
+        }
+    }
     // Narrow types NumPy writes (uint8 images, int16, float16) are read widened, exactly.
     uint8_t u1[4] = {0, 1, 200, 255};
     write_npy("u1.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2), }", u1, 4);
@@ -1344,8 +1362,8 @@ static void test_npy(void) {
     write_npy("rec.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", iv,
               4);
     check(load_fails("rec.npy", "structured"), "npy: structured dtype rejected");
-    write_npy("fort.npy", "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 2), }", iv, 16);
-    check(load_fails("fort.npy", "fortran_order"), "npy: fortran order rejected");
+    write_npy("fort.npy", "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 4), }", iv, 16);
+    check(load_fails("fort.npy", "truncated data"), "npy: fortran order, truncated");
     write_npy("nokey.npy", "{'descr': '<i4', 'fortran_order': False, }", iv, 4);
     check(load_fails("nokey.npy", "missing 'shape'"), "npy: missing key");
     write_npy("dims.npy",
@@ -1376,7 +1394,7 @@ static void test_npy(void) {
                            "trunc.npy", "trunch.npy", "u1.npy",   "f2.npy",    "rec.npy",
                            "fort.npy",  "nokey.npy",  "dims.npy", "huge.npy",  "big.npy",
                            "junk.npy",  "ver.npy",    "i1.npy",   "i2.npy",    "u2.npy",
-                           "u4.npy",    "u8.npy",     "c8.npy",   "u1t.npy"};
+                           "u4.npy",    "u8.npy",     "c8.npy",   "u1t.npy",   "f3.npy",   "f3b.npy"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         unlink(tpath(names[i]));
     check(rmdir(tmpdir) == 0, "npy: scratch directory left clean");
