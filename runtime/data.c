@@ -490,30 +490,66 @@ static void npy_name(char name[32], const char *path) {
     name[len] = '\0';
 }
 
-static int npy_column(RtDataset *ds, const char *const *paths, int i, char *err,
-                      size_t errlen) {
-    RtTensor t;
-    if (rt_npy_load(paths[i], &t, err, errlen))
-        return -1;
-    char name[32];
-    npy_name(name, paths[i]);
+// Adds t as column name (from what, a file or an archive member, for messages).
+static int npy_column(RtDataset *ds, RtTensor t, const char *name, const char *what, char *err, size_t errlen) {
     int rc = 0;
-    if (t.ndim < 1)
-        rc = rt_data_fail(err, errlen, "%s: a 0-d array has no example axis", paths[i]);
-    else if (i > 0 && t.shape[0] != ds->n)
-        rc = rt_data_fail(err, errlen, "%s: first dimension %lld differs from %lld in %s", paths[i],
-                  (long long)t.shape[0], (long long)ds->n, paths[0]);
+    if (ds->ncol == RT_DATA_MAXCOL)
+        rc = rt_data_fail(err, errlen, "%s: more than %d columns", what, RT_DATA_MAXCOL);
+    else if (t.ndim < 1)
+        rc = rt_data_fail(err, errlen, "%s: a 0-d array has no example axis", what);
+    else if (ds->ncol > 0 && t.shape[0] != ds->n)
+        rc = rt_data_fail(err, errlen, "%s: first dimension %lld differs from %lld in %s", what,
+                  (long long)t.shape[0], (long long)ds->n, ds->source);
     for (int j = 0; rc == 0 && j < ds->ncol; j++)
-        if (strcmp(ds->col[j].name, name) == 0)
-            rc = rt_data_fail(err, errlen, "%s: column name '%s' is taken by %s", paths[i], name,
-                      paths[j]);
+        if (strncmp(ds->col[j].name, name, 31) == 0)
+            rc = rt_data_fail(err, errlen, "%s: column name '%.31s' is taken", what, name);
     if (rc) {
         rt_tensor_free(&t);
         return -1;
     }
+    char cut[32];
+    snprintf(cut, sizeof cut, "%s", name);
+    if (ds->ncol == 0)
+        snprintf(ds->source, sizeof ds->source, "%s", what);
     ds->n = t.shape[0];
-    rt_data_add_col(ds, name, t);
+    rt_data_add_col(ds, cut, t);
     return 0;
+}
+
+static int ends_with(const char *s, size_t len, const char *tail) {
+    size_t n = strlen(tail);
+    return len >= n && memcmp(s + len - n, tail, n) == 0;
+}
+
+// One entry of the list: a .npy file; an .npz archive (every array, in its order);
+// or ARCHIVE.npz:NAME, one array of it.
+static int npy_entry(RtDataset *ds, const char *path, char *err, size_t errlen) {
+    RtTensor t;
+    const char *colon = strrchr(path, ':');
+    if (colon && ends_with(path, (size_t)(colon - path), ".npz") && access(path, F_OK) != 0) {
+        char archive[4096];
+        snprintf(archive, sizeof archive, "%.*s", (int)(colon - path), path);
+        if (rt_npz_load(archive, colon + 1, &t, err, errlen))
+            return -1;
+        return npy_column(ds, t, colon + 1, path, err, errlen);
+    }
+    if (ends_with(path, strlen(path), ".npz")) {
+        char(*names)[256];
+        int n;
+        if (rt_npz_list(path, &names, &n, err, errlen))
+            return -1;
+        int rc = n ? 0 : rt_data_fail(err, errlen, "%s: the archive holds no arrays", path);
+        for (int i = 0; rc == 0 && i < n; i++) {
+            char what[4096 + 300];
+            snprintf(what, sizeof what, "%s:%s", path, names[i]);
+            rc = rt_npz_load(path, names[i], &t, err, errlen) || npy_column(ds, t, names[i], what, err, errlen) ? -1 : 0;
+        }
+        free(names);
+        return rc;
+    }
+    char name[32];
+    npy_name(name, path);
+    return rt_npy_load(path, &t, err, errlen) || npy_column(ds, t, name, path, err, errlen) ? -1 : 0;
 }
 
 int rt_data_npy(const char *const *paths, int n, RtDataset *out, char *err, size_t errlen) {
@@ -523,7 +559,7 @@ int rt_data_npy(const char *const *paths, int n, RtDataset *out, char *err, size
                     RT_DATA_MAXCOL);
     RtDataset ds = {0};
     for (int i = 0; i < n; i++) {
-        if (npy_column(&ds, paths, i, err, errlen)) {
+        if (npy_entry(&ds, paths[i], err, errlen)) {
             rt_dataset_free(&ds);
             return -1;
         }

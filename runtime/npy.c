@@ -365,40 +365,41 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return rt_errf(err, errlen, path, "%s", strerror(errno));
+    int rc = rt_npy_read(f, path, out, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int rt_npy_read(FILE *f, const char *path, RtTensor *out, char *err, size_t errlen) {
+    *out = (RtTensor){0};
     Header h = {0};
-    if (read_header(f, path, &h, err, errlen) != 0) {
-        fclose(f);
+    if (read_header(f, path, &h, err, errlen) != 0)
         return -1;
-    }
     // Check the size against the file before allocating: a corrupt shape must not
     // become a huge allocation.
     uint64_t numel = 1, maxel = (uint64_t)INT64_MAX / 8;
     for (int i = 0; i < h.ndim; i++) {
-        if (h.shape[i] && numel > maxel / (uint64_t)h.shape[i]) {
-            fclose(f);
+        if (h.shape[i] && numel > maxel / (uint64_t)h.shape[i])
             return rt_errf(err, errlen, path, "shape too large");
-        }
         numel *= (uint64_t)h.shape[i];
     }
     uint64_t nbytes = numel * (uint64_t)h.size;
     struct stat st;
     long pos = ftell(f);
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && pos >= 0 &&
-        (uint64_t)(st.st_size - pos) < nbytes) {
-        fclose(f);
+        (uint64_t)(st.st_size - pos) < nbytes)
         return rt_errf(err, errlen, path, "truncated data: expected %llu bytes, found %llu",
                     (unsigned long long)nbytes, (unsigned long long)(st.st_size - pos));
-    }
     RtTensor t = rt_tensor_new(h.dtype, h.ndim, h.shape);
     int widen = (size_t)h.size != rt_dtype_size(h.dtype);   // read into raw, then widened into t
     void *raw = widen ? malloc(nbytes ? (size_t)nbytes : 1) : t.data;
     if (!t.data || !raw) {
-        fclose(f);
+        if (widen)
+            free(raw);
         rt_tensor_free(&t);
         return rt_errf(err, errlen, path, "cannot allocate %llu bytes", (unsigned long long)nbytes);
     }
     size_t got = fread(raw, 1, (size_t)nbytes, f);
-    fclose(f);
     if (got != nbytes) {
         if (widen) free(raw);
         rt_tensor_free(&t);

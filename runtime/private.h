@@ -3,6 +3,7 @@
 #define KILN_RT_PRIVATE_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "rt.h"
@@ -34,6 +35,13 @@ int rt_save_write(RtSaveFile *s, const void *buf, size_t n, char *err, size_t er
 // fsync, close, rename over path, fsync the directory.
 int rt_save_commit(RtSaveFile *s, char *err, size_t errlen);
 void rt_save_abort(RtSaveFile *s);
+
+//
+// npy.c: a .npy file's contents from an open stream (a file, or an .npz member in
+// memory); path names it in messages. As rt_npy_load (rt.h) otherwise.
+//
+
+int rt_npy_read(FILE *f, const char *path, RtTensor *out, char *err, size_t errlen);
 
 //
 // plot.c: line charts as PNG (PLplot), or an error when built without it

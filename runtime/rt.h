@@ -283,4 +283,10 @@ int rt_npy_save(const char *path, const RtTensor *t, char *err, size_t errlen);
 // On success *out owns new data (free it with rt_tensor_free); on failure out->data is NULL.
 int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen);
 
+// npz.c: .npz archives (np.savez, np.savez_compressed): zip files of .npy members,
+// stored or deflated, Zip64 included; each member's CRC-32 is checked. Members are
+// named without ".npy". rt_npz_list: their names in archive order (free(*names)).
+int rt_npz_list(const char *path, char (**names)[256], int *n, char *err, size_t errlen);
+int rt_npz_load(const char *path, const char *name, RtTensor *out, char *err, size_t errlen);
+
 #endif

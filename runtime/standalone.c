@@ -146,14 +146,26 @@ static int weights(RtSession *s, const Args *a, const RtModel *m, char *err, siz
   return -1;
 }
 
-// An input file as a tensor: .npy as it is, CSV rows without a label, IDX images
-// (normalized as the program's data statement says).
+// An input file as a tensor: .npy as it is, an array of an .npz archive (A.npz:NAME,
+// or A.npz holding one), CSV rows without a label, IDX images (normalized as the
+// program's data statement says).
 static int read_input(const RtModel *m, const char *path, RtTensor *t, char *err, size_t n) {
   size_t len = strlen(path);
   RtDataset ds;
   int rc;
+  const char *npz = strstr(path, ".npz");
   if (len > 4 && !strcmp(path + len - 4, ".npy")) return rt_npy_load(path, t, err, n);
-  if (len > 4 && !strcmp(path + len - 4, ".csv")) rc = rt_data_csv(path, RT_DATA_NOLABEL, -1, &ds, err, n);
+  if (npz && !npz[4]) {
+    char(*names)[256];
+    int count;
+    if (rt_npz_list(path, &names, &count, err, n)) return -1;
+    if (count == 1) rc = rt_npz_load(path, names[0], t, err, n);
+    else rc = -1, snprintf(err, n, "%s holds %d arrays: name one, as %s:%s", path, count, path, count ? names[0] : "NAME");
+    free(names);
+    return rc;
+  }
+  if (npz && npz[4] == ':') rc = rt_data_npy(&path, 1, &ds, err, n);
+  else if (len > 4 && !strcmp(path + len - 4, ".csv")) rc = rt_data_csv(path, RT_DATA_NOLABEL, -1, &ds, err, n);
   else rc = rt_data_idx(path, NULL, m->train_data.normalize, &ds, err, n);
   if (rc) return -1;
   *t = ds.col[0].t;          // the dataset's one column is ours now

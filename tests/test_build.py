@@ -281,6 +281,15 @@ def input_formats(mlp):
     rc, o, err = run([exe, "predict", "--threads", "1", "--weights", ref, npy64, "-o", out])
     check("predict converts a float64 file to the input's f32 (the same outputs)",
           rc == 0 and ref5 is not None and np.load(out).tobytes() == ref5.tobytes(), o + err)
+    # An array of an .npz archive (np.savez_compressed: deflated, Zip64 local headers).
+    npz = os.path.join(TMP, "x5.npz")
+    np.savez_compressed(npz, x=x, other=np.zeros(3))
+    rc, o, err = run([exe, "predict", "--threads", "1", "--weights", ref, npz + ":x", "-o", out])
+    check("predict reads ARCHIVE.npz:NAME", rc == 0 and ref5 is not None and np.load(out).tobytes() == ref5.tobytes(),
+          o + err)
+    rc, o, err = run([exe, "predict", "--threads", "1", "--weights", ref, npz, "-o", out])
+    check("predict on an archive of two arrays asks for a name",
+          rc == 1 and "holds 2 arrays: name one, as %s:x" % npz in err, o + err)
 
 
 def resume(lr):

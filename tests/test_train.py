@@ -190,6 +190,25 @@ save "%s.safetensors"
             check("npy %s pixels and %s labels train exactly as their f32 and i32 copies" % (
                 {"pu1": "uint8", "pi2": "int16", "pf2": "float16"}[xs], "uint8" if ys == "lu1" else "int32"),
                 same, err[-800:])
+    # .npz archives: np.savez (stored) and np.savez_compressed (deflated, Zip64 headers),
+    # the whole archive or ARCHIVE:NAME members, train exactly as the .npy files.
+    np.savez(os.path.join(TMP, "st.npz"), pf4=np.load(os.path.join(TMP, "pf4.npy")),
+             li4=np.load(os.path.join(TMP, "li4.npy")))
+    np.savez_compressed(os.path.join(TMP, "cz.npz"), y=np.load(os.path.join(TMP, "li4.npy")),
+                        x=np.load(os.path.join(TMP, "pu1.npy")))
+    for tag, files in (("np.savez archive", '"st.npz"'), ("np.savez_compressed members", '"cz.npz:x", "cz.npz:y"')):
+        rc, out, err = kiln(narrow.replace('"%s.npy", "%s.npy"', files) % (0, "npz"))
+        w = weights(os.path.join(TMP, "npz.safetensors")) if rc == 0 else None
+        check("npz: %s trains exactly as the .npy files" % tag, w is not None and got["pf4"] is not None and
+              all(np.array_equal(w[k], got["pf4"][k]) for k in got["pf4"]), err[-800:])
+    raw = bytearray(open(os.path.join(TMP, "cz.npz"), "rb").read())
+    raw[60] ^= 0xFF   # inside the first member's deflated data
+    open(os.path.join(TMP, "bad.npz"), "wb").write(raw)
+    open(os.path.join(TMP, "cut.npz"), "wb").write(raw[:len(raw) // 2])
+    for name, want in (("bad.npz", "bad.npz: y: "), ("cut.npz", "cut.npz: not a readable .npz archive"),
+                       ("cz.npz:z", "cz.npz: no array named 'z' (it has y, x)")):
+        rc, out, err = kiln('data d = npy(["%s"])\ninput x : f32[B, 6]\nevaluate sum(x) on d.train\n' % name)
+        check("npz: %s is an error" % name, rc == 1 and want in err, err[-800:])
     src = """import "nn"
 data im = idx("idx", normalize=true)
 input x : f32[B, 1, 8, 8]
