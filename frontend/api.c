@@ -1,6 +1,8 @@
 // The C API (include/kiln.h) over the evaluator and the pipeline.
 #include "kiln.h"
 #include "eval.h"
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,7 +68,11 @@ int kiln_exec(kiln_ctx *k, const char *name, const char *text) {
 int kiln_exec_file(kiln_ctx *k, const char *path) {
   size_t len;
   char *text = ev_read_file(path, &len);
-  if (!text) return fail(k, "cannot read %s", path);
+  if (!text) {
+    char why[4096 + 128];
+    snprintf(why, sizeof why, "cannot read %s: %s", path, strerror(errno));
+    return fail(k, "%s", why);
+  }
   int rc = kiln_exec(k, path, text);
   free(text);
   return rc;

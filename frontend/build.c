@@ -661,7 +661,7 @@ static int link_lib(const BuildOpts *o, const char *name, const char *dir, const
 static int run_program(Ev *ev, const BuildOpts *o, Diag *d) {
   size_t len;
   char *text = ev_read_file(o->file, &len);
-  if (!text) { fprintf(stderr, "kiln build: cannot read %s\n", o->file); return -1; }
+  if (!text) { fprintf(stderr, "kiln build: cannot read %s: %s\n", o->file, strerror(errno)); return -1; }
   ev_running_file(ev, o->file);
   int rc = ev_run(ev, o->file, text);
   free(text);

@@ -1,6 +1,7 @@
 // The evaluator: statements run in order; tensor expressions become IR.
 #include "eval.h"
 #include "runtime/ckpt.h"
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1025,8 +1026,11 @@ static Value run_block(Ev *ev, Env *env, AstNode *block) {
 // ---- sessions ---------------------------------------------------------------------
 // The file's text, NUL-terminated; a UTF-8 byte order mark (Windows editors write
 // one) is dropped, so it is neither a token nor counted in the first line's columns.
+// The whole file ("-": standard input), or NULL with errno saying why (a
+// directory reads as EISDIR, not as an empty program).
 static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
+  int is_stdin = !strcmp(path, "-");
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return NULL;
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
@@ -1036,8 +1040,9 @@ static char *read_file(const char *path, size_t *len) {
     if (!grown) free(buf);
     buf = grown;
   }
-  fclose(f);
-  if (!buf) return NULL;
+  int err = ferror(f) ? errno : buf ? 0 : ENOMEM;
+  if (!is_stdin) fclose(f);
+  if (err) { free(buf); errno = err; return NULL; }
   buf[n] = 0;
   if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) memmove(buf, buf + 3, (n -= 3) + 1);
   *len = n;

@@ -162,9 +162,9 @@ static char *program_text(const Opts *o, const char **name) {
   if (!o->file) { fprintf(stderr, "kiln %s: give a FILE or -e 'CODE'\n", o->cmd); return NULL; }
   size_t len;
   char *text = ev_read_file(o->file, &len);
-  if (!text) { fprintf(stderr, "kiln: cannot read %s\n", o->file); return NULL; }
+  if (!text) { fprintf(stderr, "kiln: cannot read %s: %s\n", o->file, strerror(errno)); return NULL; }
   if (strlen(text) != len) { fprintf(stderr, "kiln: %s is not a text file (it holds a NUL byte)\n", o->file); free(text); return NULL; }
-  *name = o->file;
+  *name = strcmp(o->file, "-") ? o->file : "<stdin>";
   return text;
 }
 

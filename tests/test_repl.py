@@ -71,6 +71,17 @@ rc, out, err = piped("x = [1,\n 2,\n 3]\nsum(x)\n")
 check("piped: open brackets continue on the next line", out == "6\n", repr(out + err))
 
 
+# --- kiln run's program text: a file, standard input ("-"), never a directory
+r = subprocess.run([kiln, "run", "-"], input="print 1 + 1\nprint [1, 2] @ [1]\n", capture_output=True, text=True)
+check("kiln run - reads the program from standard input", r.returncode == 1 and r.stdout == "2\n"
+      and "<stdin>:2:14: error" in r.stderr, repr(r.stdout + r.stderr))
+r = subprocess.run([kiln, "run", tempfile.gettempdir()], capture_output=True, text=True)
+check("kiln run DIRECTORY is an error", r.returncode == 1 and "Is a directory" in r.stderr, repr(r.stdout + r.stderr))
+r = subprocess.run([kiln, "run", "/nonexistent/x.kiln"], capture_output=True, text=True)
+check("kiln run of a missing file says why", r.returncode == 1 and "/nonexistent/x.kiln: No such file" in r.stderr,
+      repr(r.stderr))
+
+
 # --- through a pseudo-terminal -------------------------------------------------------
 def pty_session(lines, timeout=30):
     """Types each line at the prompt, waiting for the next prompt before the
