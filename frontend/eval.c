@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#define MAX_DEPTH 200
 #define MAX_CALLS 1000000
 
 // ---- errors: unwind to the statement that is running ----------------------------
@@ -20,6 +19,28 @@ void ev_fail(Ev *ev, Span sp, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   diag_error(ev->diag, sp, "%s", msg);
+  ev_unwind(ev);
+}
+
+// Notes for the calls an error happened in, innermost first; a recursion's
+// repeated call is one note with its count, and past four notes the rest is
+// summed up at the outermost call. Then back to the statement that is running.
+void ev_unwind(Ev *ev) {
+  for (int i = ev->depth - 1, shown = 0; i >= 0; shown++) {
+    int same = 1;
+    while (i - same >= 0 && ev->frames[i - same].at.src == ev->frames[i].at.src &&
+           ev->frames[i - same].at.off == ev->frames[i].at.off)
+      same++;
+    if (shown == 4) {
+      diag_note(ev->diag, ev->frames[0].at, "... in %d more calls, the outermost here", i + 1);
+      break;
+    }
+    char times[32] = "";
+    if (same > 1) snprintf(times, sizeof times, " (%d nested calls)", same);
+    diag_note(ev->diag, ev->frames[i].at, "in this call%s%s%s", ev->frames[i].fn ? " of " : "",
+              ev->frames[i].fn ? ev->frames[i].fn : "", times);
+    i -= same;
+  }
   longjmp(*ev->on_error, 1);
 }
 
@@ -512,7 +533,7 @@ static Value call_user(Ev *ev, Func *f, Args *a) {
   if (a->npos > np)
     ev_fail(ev, sp, "%s takes %d argument%s, but %d %s given", f->name, np, np == 1 ? "" : "s", a->npos,
             a->npos == 1 ? "was" : "were");
-  if (ev->depth >= MAX_DEPTH) ev_fail(ev, sp, "calls nested more than %d deep (runaway recursion?)", MAX_DEPTH);
+  if (ev->depth >= EV_MAX_DEPTH) ev_fail(ev, sp, "calls nested more than %d deep (runaway recursion?)", EV_MAX_DEPTH);
   // Tracing inlines every call: bound the total, or f(v) = g(v) + g(v) chains explode.
   if (++ev->calls > MAX_CALLS) ev_fail(ev, sp, "more than %d function calls while tracing one statement", MAX_CALLS);
   Env *local = env_new(ev, f->closure);
@@ -546,6 +567,8 @@ static Value call_user(Ev *ev, Func *f, Args *a) {
   for (int i = 0; i < np; i++) env_set(ev, local, def->items[i]->str, val[i], def->items[i]->span);
   const char *outer = ev->scope;
   ev->scope = call_scope(ev, f->name, given);
+  ev->frames[ev->depth].fn = f->name;
+  ev->frames[ev->depth].at = sp;
   ev->depth++;
   Value v = run_block(ev, local, def->body);
   ev->depth--;
@@ -871,7 +894,7 @@ static void check_new_param(Ev *ev, const char *name, Span sp) {
     if (p->run != ev->run || strcmp(p->node->a.name, name)) continue;
     diag_error(ev->diag, sp, "parameter %s is declared twice", name);
     diag_note(ev->diag, p->where, "first declared here%s", strchr(name, '.') ? " (in the same layer call)" : "");
-    longjmp(*ev->on_error, 1);
+    ev_unwind(ev);
   }
 }
 
@@ -965,7 +988,7 @@ static void declare_input(Ev *ev, Node *in, Span sp) {
     if (d->run == ev->run) {
       diag_error(ev->diag, sp, "input %s is declared twice", in->a.name);
       diag_note(ev->diag, d->where, "first declared here");
-      longjmp(*ev->on_error, 1);
+      ev_unwind(ev);
     }
     slot = i;
   }

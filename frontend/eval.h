@@ -80,6 +80,8 @@ typedef struct Trainer Trainer;   // train.c: optimizer state, loaded data sets
 // A compiled graph kept for reuse within the session, keyed by its output.
 typedef struct { Node **outs; int nout; Node **ins; int nin; Program *prog; } CachedProgram;
 
+#define EV_MAX_DEPTH 200   // user function calls nested while tracing
+
 typedef struct Ev {
   IrCtx *c;
   Arena *arena;          // ASTs, sources, values: lives as long as the session
@@ -92,6 +94,7 @@ typedef struct Ev {
   uint64_t seed;         // the session's base seed
   uint64_t rng_count;    // random tensors made so far (each gets its own stream)
   int depth;             // call depth, to stop runaway recursion
+  struct { const char *fn; Span at; } frames[EV_MAX_DEPTH];   // the calls being traced, for errors' notes
   int run;               // top-level ev_run calls so far (a file, a REPL chunk)
   long calls;            // calls traced in the current statement
   int echo;              // REPL: echo expression statements
@@ -164,6 +167,8 @@ void ev_running_file(Ev *ev, const char *path);   // malloc'd, NUL-terminated; N
 
 // Used by builtins.c
 _Noreturn void ev_fail(Ev *ev, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// After an error is reported: notes for the calls it happened in, then unwind to the statement.
+_Noreturn void ev_unwind(Ev *ev);
 Node *ev_check(Ev *ev, Node *n, Span sp);   // n or fail with the IR's message at sp
 Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what);
 // The same without giving a bare number its final dtype (operators and
