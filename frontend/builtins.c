@@ -44,7 +44,7 @@ int bi_bool(Ev *ev, Args *a, int pos, const char *kw, int def) {
   if (!v) return def;
   double x;
   Node *t = ev_raw(ev, *v, sp, kw);
-  if (!ir_is_scalar_const(t, &x)) ev_fail(ev, sp, "%s must be a constant (true or false)", kw);
+  if (!ev_scalar_const(ev, &t, &x)) ev_fail(ev, sp, "%s must be a constant (true or false)", kw);
   return x != 0;
 }
 
@@ -54,7 +54,7 @@ double bi_num(Ev *ev, Args *a, int pos, const char *kw, double def) {
   if (!v) return def;
   double x;
   Node *t = ev_raw(ev, *v, sp, kw);
-  if (!ir_is_scalar_const(t, &x) || t->ndim) ev_fail(ev, sp, "%s must be a constant number", kw);
+  if (!ev_scalar_const(ev, &t, &x)) ev_fail(ev, sp, "%s must be a constant number", kw);
   return x;
 }
 
@@ -76,19 +76,56 @@ int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max) {
   Node *t = ev_raw(ev, v, sp, what);
   if (t->ndim == 0) { out[0] = ev_const_int(ev, v, sp, what); return 1; }
   int64_t n;
-  if (t->op != OP_CONST || t->ndim != 1 || !ir_numel_const(t, &n)) ev_fail(ev, sp, "%s must be a list of constant integers", what);
+  double same;
+  if (t->ndim != 1 || !ir_numel_const(t, &n) || !ev_fold_const(ev, &t)) ev_fail(ev, sp, "%s must be a list of constant integers", what);
   if (n > max) ev_fail(ev, sp, "%s has too many entries (at most %d)", what, max);
+  int equal = t->op != OP_CONST && ir_is_scalar_const(t, &same);   // folded to a broadcast
   for (int64_t i = 0; i < n; i++) {
-    double x = ir_const_at(t, i);
+    double x = equal ? same : ir_const_at(t, i);
     if (x != floor(x)) ev_fail(ev, sp, "%s must hold integers, not %g", what, x);
     out[i] = (int64_t)x;
   }
   return (int)n;
 }
 
+// A size that dim() gave for a symbolic axis, k * B: dim(x, 0) or dim(x, 0) * 2.
+static Node *uncast(Node *n) { return n->op == OP_CAST ? n->src[0] : n; }
+
+static int symbolic_size(Ev *ev, Node *n, Dim *d) {
+  double k = 1;
+  n = uncast(n);
+  if (n->ndim) return 0;
+  if (n->op == OP_MUL) {
+    Node *a = uncast(n->src[0]), *b = uncast(n->src[1]);
+    if (a->op == OP_DIMV && ev_scalar_const(ev, &b, &k)) n = a;
+    else if (b->op == OP_DIMV && ev_scalar_const(ev, &a, &k)) n = b;
+  }
+  if (n->op != OP_DIMV || k != floor(k) || k < 0 || k > 1e15) return 0;
+  *d = (Dim){(int64_t)k, n->a.i[0]};
+  return 1;
+}
+
 static int shape_arg(Ev *ev, const Builtin *b, Args *a, int pos, Dim *shape) {
   Span sp;
   Value v = bi_need(ev, b, a, pos, "shape", &sp);
+  // A list literal with a symbolic size, reshape(x, [dim(x, 0), -1]), is a concat
+  // of one-element reshapes of its entries.
+  Node *t = v.kind == V_TENSOR ? v.t : NULL, *folded = t;
+  if (t && t->ndim == 1 && (t->op == OP_CONCAT || t->op == OP_RESHAPE) && !ev_fold_const(ev, &folded) &&
+      (t->op == OP_CONCAT ? t->nsrc : 1) <= IR_MAXDIM) {
+    Node **part = t->op == OP_CONCAT ? t->src : &t;   // one entry: just its reshape
+    int n = t->op == OP_CONCAT ? t->nsrc : 1;
+    for (int i = 0; i < n; i++) {
+      Node *e = uncast(part[i]->op == OP_RESHAPE ? part[i]->src[0] : part[i]);   // cast: to the list's i64
+      if (symbolic_size(ev, e, &shape[i])) continue;
+      double x;
+      if (!ir_is_scalar_const(e, &x) && !ev_scalar_const(ev, &e, &x))   // a folded entry may be a [1] CONST
+        ev_fail(ev, sp, "a shape entry must be a constant integer or a size from dim() (times a constant: 2 * dim(x, 0))");
+      if (x != floor(x) || x < -1 || x > 9e15) ev_fail(ev, sp, "a shape cannot have the dimension %g", x);
+      shape[i] = dim_c((int64_t)x);
+    }
+    return n;
+  }
   int64_t s[IR_MAXDIM];
   int n = bi_ints(ev, v, sp, "a shape", s, IR_MAXDIM);
   for (int i = 0; i < n; i++) {

@@ -224,10 +224,34 @@ Node *ev_raw(Ev *ev, Value v, Span sp, const char *what) {
   }
 }
 
+// A value computed from constants only (2 * dim(h, -1), cast(n, i32), a list of
+// them) is a constant too: folded as the pipeline folds it, to the CONST *n
+// then is. 0 when it depends on a run-time value or is more than a small expression.
+int ev_fold_const(Ev *ev, Node **n) {
+  if ((*n)->op == OP_CONST) return 1;
+  int count, leaves_const = 1;
+  Node **order = ir_topo(ev->c, n, 1, &count);
+  for (int i = 0; i < count; i++) leaves_const &= order[i]->nsrc > 0 || order[i]->op == OP_CONST || order[i]->op == OP_IOTA;
+  free(order);
+  if (!leaves_const || count > 64) return 0;
+  static const FoldLimits small = {64, 64, 4096};   // elements: lists of sizes and axes, not tensor math
+  IrGraph *g = pass_fold_limits(ev->c, ir_graph_new(ev->c, n, 1, NULL, 0), &small);
+  Node *k = g ? g->outs[0] : NULL;
+  if (!k || (k->op != OP_CONST && !ir_is_scalar_const(k, NULL))) return 0;   // equal elements: a broadcast CONST
+  *n = k;
+  return 1;
+}
+
+int ev_scalar_const(Ev *ev, Node **n, double *x) {
+  if ((*n)->ndim) return 0;
+  if (ir_is_scalar_const(*n, x)) return 1;
+  return ev_fold_const(ev, n) && ir_is_scalar_const(*n, x);
+}
+
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what) {
   Node *n = ev_raw(ev, v, sp, what);
   double x;
-  if (n->ndim != 0 || !ir_is_scalar_const(n, &x))
+  if (!ev_scalar_const(ev, &n, &x))
     ev_fail(ev, sp, "%s must be a constant integer", what);
   if (n->op == OP_CONST && !ir_is_float(n->dtype)) return ir_const_int_at(n, 0);   // exact past 2^53
   if (x != floor(x) || fabs(x) > 9e15) ev_fail(ev, sp, "%s must be an integer, not %g", what, x);
@@ -829,7 +853,7 @@ static Node *shapeless_random(Ev *ev, Env *env, AstNode *r, const char *scheme, 
     Node *v = ev_raw(ev, eval(ev, env, a->kind == AST_KWARG ? a->lhs : a), a->span, "an initializer setting");
     double x;
     if (a->kind != AST_KWARG && (v->ndim || i > 0)) return NULL;   // normal([3, 4], ...): a shape
-    if (v->ndim || !ir_is_scalar_const(v, &x)) ev_fail(ev, a->span, "%s's settings must be constant numbers", scheme);
+    if (!ev_scalar_const(ev, &v, &x)) ev_fail(ev, a->span, "%s's settings must be constant numbers", scheme);
     if (a->kind != AST_KWARG) {
       if (!normal && x < 0) ev_fail(ev, a->span, "uniform(a) draws from [-a, a): a cannot be negative (%g)", x);
       if (normal) p[1] = x; else { p[0] = -x; p[1] = x; }

@@ -176,6 +176,11 @@ Node *ev_tensor(Ev *ev, Value v, Span sp, const char *what);
 Node *ev_raw(Ev *ev, Value v, Span sp, const char *what);
 Value ev_tval(Node *n);
 int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what);
+// Whether *n is a constant, folding one computed from constants: then *n is a
+// CONST, or a broadcast of a one-element CONST when its elements are equal.
+int ev_fold_const(Ev *ev, Node **n);
+// The same for a 0-d *n, with its value.
+int ev_scalar_const(Ev *ev, Node **n, double *x);
 // normal's mean and std, or uniform's low and high, are ones it can draw from.
 void ev_check_random(Ev *ev, int normal, double p0, double p1, Span sp0, Span sp1);
 Value ev_call(Ev *ev, Func *f, Value *args, int nargs, Span sp);

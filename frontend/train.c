@@ -19,7 +19,7 @@
 static double opt_num(Ev *ev, AstNode *e, const char *name) {
   Node *t = ev_raw(ev, ev_eval_expr(ev, ev->globals, e), e->span, name);
   double x;
-  if (t->ndim || !ir_is_scalar_const(t, &x)) ev_fail(ev, e->span, "%s must be a constant number", name);
+  if (!ev_scalar_const(ev, &t, &x)) ev_fail(ev, e->span, "%s must be a constant number", name);
   if (!isfinite(x) || x < 0) ev_fail(ev, e->span, "%s must be a finite number >= 0", name);
   return x;
 }

@@ -251,6 +251,22 @@ evaluate accuracy(logits, y) on t.train
     check("embedding lookup trains (scatter-add gradient)", rc == 0 and (metric(out, "accuracy") or 0) > 0.9,
           out + err[-1500:])
 
+    # Sizes from dim() in shape lists: reshape(x, [dim(x, 0), -1]) and zeros([dim(x, 0), 3])
+    # train exactly as reshape(x, [-1, ...]) without the zeros.
+    sym = """import "nn"
+data t = npy(["ids.npy", "cls.npy"])
+input ids : i32[B, 4]
+input y : i32[B]
+e = embedding(ids, 20, 8)
+logits = dense(%s, 3)%s
+train mean(softmax_cross_entropy(logits, y)) on t with adam(lr=0.05), batch=40, epochs=2, seed=1
+save "%s.safetensors"
+"""
+    rc1, o1, e1 = kiln(sym % ("reshape(e, [-1, 32])", "", "flat"))
+    rc2, o2, e2 = kiln(sym % ("reshape(e, [dim(e, 0), 2 * dim(e, 1) * 4])", " + zeros([dim(ids, 0), 3])", "symb"))
+    same = rc1 == 0 and rc2 == 0 and same_weights(os.path.join(TMP, "flat.safetensors"), os.path.join(TMP, "symb.safetensors"))
+    check("dim() of the batch in shape lists trains as -1 does", same, e1[-600:] + e2[-600:])
+
 
 def t_checkpoints():
     base = CSV_MODEL % ("adam(lr=0.01)", 4, "") + 'save "a.safetensors"\nprint parameter("dense.2.W")\n'
