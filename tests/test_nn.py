@@ -319,6 +319,24 @@ def forward(S, rng):
           "shape(e)", expect_close([2, 2, 4]))
     S.add("batchnorm layer outside training: identity at init", ['import "nn"', "x = %s" % lit(xb)],
           "batchnorm(x)", expect_close(xb / np.sqrt(1 + 1e-5), rtol=1e-5, atol=1e-6))
+    # layernorm: PyTorch's LayerNorm over the last axis (biased variance), and its
+    # scale and shift's gradients against the analytic ones
+    for shape in ((4, 6), (2, 3, 5)):
+        xl = f32(rng.standard_normal(shape) * 3 + 1)
+        m = xl.mean(-1, keepdims=True)
+        xhat = (xl - m) / np.sqrt(((xl - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+        tag = "x".join(map(str, shape))
+        S.add("layernorm layer %s" % tag, ['import "nn"', "x = %s" % lit(xl)], "layernorm(x)",
+              expect_close(xhat, rtol=1e-4, atol=1e-5))
+        adj = f32(rng.standard_normal(shape))
+        ln = S.fresh("ln")
+        setup = ['import "nn"', "x = %s" % lit(xl), "adj = %s" % lit(adj),
+                 "y = sum(layernorm(x, eps=1e-3, name=\"%s\") * adj)" % ln]
+        xh3 = (xl - m) / np.sqrt(((xl - m) ** 2).mean(-1, keepdims=True) + 1e-3)
+        S.add("layernorm layer %s gamma and beta gradients" % tag, setup,
+              ["grad(y, parameter(\"%s.gamma\"))" % ln, "grad(y, parameter(\"%s.beta\"))" % ln],
+              lambda vals, g=(xh3 * adj).reshape(-1, shape[-1]).sum(0), b=adj.reshape(-1, shape[-1]).sum(0):
+              expect_close(g, rtol=1e-4, atol=1e-4)(vals[:1]) or expect_close(b, rtol=1e-5, atol=1e-5)(vals[1:]))
 
 
 # Layers with enough channels that the im2col lowering's input gradient is the
@@ -444,6 +462,14 @@ def conv_bias_gradients(S, rng):
 
 def gradients(S, rng):
     T = GC(S, rng)
+    # layernorm's input gradient in f64 (the layer's own parameters are f32 ones and zeros)
+    for shape in ((3, 4), (2, 2, 5)):
+        x = f32(rng.standard_normal(shape) * 2)
+        w = f32(rng.standard_normal(shape))
+        fn, wn = S.fresh("LN"), S.fresh("Wl")
+        T.core("layernorm layer %s dx" % "x".join(map(str, shape)),
+               ['import "nn"', "%s = %s" % (wn, lit(w, "f64")), "%s(a) = sum(layernorm(a) * %s)" % (fn, wn)],
+               fn, [(x, "f64")])
     for i, (xs, ws, st, pad, dil) in enumerate(CONV_CASES[:8]):
         x, w = f32(rng.standard_normal(xs)), f32(rng.standard_normal(ws))
         out = conv_ref(x, w, st, pad, dil)
