@@ -575,6 +575,20 @@ static const Builtin from_ops[OP_COUNT] = {
 #undef OP
 };
 
+// Every builtin's name, for "did you mean" (at most max; the count).
+int builtin_names(const char **out, int max) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof named / sizeof *named && n < max; i++) out[n++] = named[i].name;
+  for (int i = 0; i < OP_COUNT && n < max; i++)
+    if (from_ops[i].fn) out[n++] = from_ops[i].name;
+  int k;
+  const Builtin *t = nn_builtins(&k);
+  for (int i = 0; i < k && n < max; i++) out[n++] = t[i].name;
+  t = data_builtins(&k);
+  for (int i = 0; i < k && n < max; i++) out[n++] = t[i].name;
+  return n;
+}
+
 const Builtin *builtin_find(const char *name) {
   for (size_t i = 0; i < sizeof named / sizeof *named; i++)
     if (!strcmp(named[i].name, name)) return &named[i];

@@ -38,6 +38,8 @@ Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, c
 
 const Builtin *nn_builtin_find(const char *name);     // nn.c: conv2d, pooling, dropout, ...
 const Builtin *data_builtin_find(const char *name);   // data.c: idx, cifar10, csv, npy
+const Builtin *nn_builtins(int *n);     // the whole tables
+const Builtin *data_builtins(int *n);
 // data.c: reads one split of a source with the runtime's loaders. 0, or -1 with a message.
 int data_load(const DataSrc *d, int split, RtDataset *out, char *err, size_t len);
 void data_spec(const DataSrc *d, int split, RtDataSpec *out);   // the runtime's description of a split

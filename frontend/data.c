@@ -101,6 +101,11 @@ static const Builtin data_table[] = {
   {"npy", b_npy, 0, "npy([files]) or npy(train=[files], test=[files])"},
 };
 
+const Builtin *data_builtins(int *n) {
+  *n = (int)(sizeof data_table / sizeof *data_table);
+  return data_table;
+}
+
 const Builtin *data_builtin_find(const char *name) {
   for (size_t i = 0; i < sizeof data_table / sizeof *data_table; i++)
     if (!strcmp(data_table[i].name, name)) return &data_table[i];

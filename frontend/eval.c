@@ -1,6 +1,7 @@
 // The evaluator: statements run in order; tensor expressions become IR.
 #include "eval.h"
 #include "runtime/ckpt.h"
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -102,6 +103,64 @@ static Value *env_get(Env *e, const char *name) {
 
 Value *ev_lookup(Ev *ev, const char *name) { return env_get(ev->globals, name); }
 
+// Edits (insert, delete, change, swap two neighbours) from a to b, letter case
+// aside; stops counting past limit.
+static int edits(const char *a, const char *b, int limit) {
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 64 || lb > 64 || abs(la - lb) > limit) return limit + 1;
+  int d[65][65];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+      int v = d[i - 1][j - 1] + !same;
+      if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v) v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
+    }
+  return d[la][lb];
+}
+
+// The known name closest to a misspelt one: bindings in scope, builtins, dtypes,
+// true and false. NULL when none is close (letter case only for one or two
+// letters, 1 edit up to four, 2, then 3 for long names).
+static const char *nearest_name(Ev *ev, Env *env, const char *name) {
+  static const char *const words[] = {"true", "false", "bool", "i32", "i64", "f32", "f64"};
+  const char *builtins[512], *best = NULL;
+  int n = builtin_names(builtins, 512), len = (int)strlen(name);
+  int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3, best_d = limit + 1;   // x for y is no help
+  for (Env *e = env; e; e = e->parent)
+    for (int i = e->n - 1; i >= 0; i--) {
+      int d = edits(name, e->b[i].name, best_d - 1);
+      if (d < best_d) best_d = d, best = e->b[i].name;
+    }
+  for (int i = 0; i < n + (int)(sizeof words / sizeof *words); i++) {
+    const char *w = i < n ? builtins[i] : words[i - n];
+    int d = edits(name, w, best_d - 1);
+    if (d < best_d) best_d = d, best = w;
+  }
+  (void)ev;
+  return best;
+}
+
+static char *read_file(const char *path, size_t *len);
+static const char *lib_path(Ev *ev, const char *name, char *path, size_t size);
+
+// Whether the standard library (lib/nn.kiln) defines fn name: a layer used
+// without import "nn".
+static int in_nn_library(Ev *ev, const char *name) {
+  char path[4096], def[300];
+  size_t len;
+  char *text = read_file(lib_path(ev, "nn", path, sizeof path), &len);
+  if (!text) return 0;
+  snprintf(def, sizeof def, "\nfn %s(", name);
+  int found = strstr(text, def) != NULL;
+  free(text);
+  return found;
+}
+
 static Value lookup(Ev *ev, Env *env, const char *name, Span sp) {
   Value *v = env_get(env, name);
   if (v) return *v;
@@ -115,6 +174,9 @@ static Value lookup(Ev *ev, Env *env, const char *name, Span sp) {
     f.fn->kind = FN_BUILTIN; f.fn->b = b; f.fn->name = b->name;
     return f;
   }
+  if (in_nn_library(ev, name)) ev_fail(ev, sp, "unknown name '%s' (a layer of the standard library: import \"nn\")", name);
+  const char *near = nearest_name(ev, env, name);
+  if (near) ev_fail(ev, sp, "unknown name '%s' (did you mean '%s'?)", name, near);
   ev_fail(ev, sp, "unknown name '%s'", name);
 }
 
@@ -960,19 +1022,23 @@ void ev_running_file(Ev *ev, const char *path) {
   ev->imports[ev->nimports++].running = 1;
 }
 
+// A library's file: $KILN_LIB_DIR, else the installed library, else the source
+// tree's lib/ (an uninstalled build).
+static const char *lib_path(Ev *ev, const char *name, char *path, size_t size) {
+  snprintf(path, size, "%s/%s.kiln", ev->lib_dir ? ev->lib_dir : KILN_LIB_DIR, name);
+#ifdef KILN_SOURCE_LIB_DIR
+  if (!ev->lib_dir && access(path, R_OK)) snprintf(path, size, "%s/%s.kiln", KILN_SOURCE_LIB_DIR, name);
+#endif
+  return path;
+}
+
 // import "nn" reads LIB_DIR/nn.kiln; a path is read as given. Each file runs
 // once per session; importing a file that is still being imported is a cycle.
 static void exec_import(Ev *ev, AstNode *s) {
   char path[4096], real[4096];
   const char *name = s->str;
   if (strchr(name, '/') || strstr(name, ".kiln")) snprintf(path, sizeof path, "%s", name);
-  else {
-    // $KILN_LIB_DIR, else the installed library, else the source tree's lib/ (an uninstalled build).
-    snprintf(path, sizeof path, "%s/%s.kiln", ev->lib_dir ? ev->lib_dir : KILN_LIB_DIR, name);
-#ifdef KILN_SOURCE_LIB_DIR
-    if (!ev->lib_dir && access(path, R_OK)) snprintf(path, sizeof path, "%s/%s.kiln", KILN_SOURCE_LIB_DIR, name);
-#endif
-  }
+  else lib_path(ev, name, path, sizeof path);
   if (!realpath(path, real)) ev_fail(ev, s->span, "cannot import \"%s\": cannot read %s", name, path);
   for (int i = 0; i < ev->nimports; i++)
     if (!strcmp(ev->imports[i].path, real)) {

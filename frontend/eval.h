@@ -203,5 +203,6 @@ struct Builtin {
   const char *usage;     // for errors and :help
 };
 const Builtin *builtin_find(const char *name);
+int builtin_names(const char **out, int max);   // every builtin's name (at most max); the count
 
 #endif

@@ -346,7 +346,9 @@ static void lex_punct(Lexer *L) {
     if (c < 0x20 || c == 0x7f || (c >= 0x80 && n == 1))
       error_tok(L, L->cur, L->cur + 1, "unexpected character '\\x%02x'", c);
     else
-      error_tok(L, L->cur, L->cur + n, "unexpected character '%.*s'", n, L->cur);
+      error_tok(L, L->cur, L->cur + n, "unexpected character '%.*s'%s", n, L->cur,
+                c == '%' ? " (there is no %: a - floor(a / b) * b)" : c == '&' ? " (logical and is `and`)"
+                : c == '|' ? " (logical or is `or`)" : "");
     L->cur += n;
     return;
   }

@@ -281,6 +281,11 @@ static const Builtin nn_table[] = {
   {"accuracy", b_accuracy, 0, "accuracy(logits, labels)"},
 };
 
+const Builtin *nn_builtins(int *n) {
+  *n = (int)(sizeof nn_table / sizeof *nn_table);
+  return nn_table;
+}
+
 const Builtin *nn_builtin_find(const char *name) {
   for (size_t i = 0; i < sizeof nn_table / sizeof *nn_table; i++)
     if (!strcmp(nn_table[i].name, name)) return &nn_table[i];

@@ -177,6 +177,24 @@ static Span here(Parser *p) {
   return s;
 }
 
+// What a Python habit that led to token t means in Kiln ("" when none fits).
+static const char *python_hint(Parser *p, Token *t) {
+  Token *b = p->pos > 0 ? prev(p) : NULL;
+  int joined = b && b->span.off + b->span.len == t->span.off;   // no blank between: one operator to Python
+  const char *word = b && b->kind == TOK_IDENT ? p->src->text + b->span.off : NULL;
+  if (joined && b->kind == TOK_STAR && t->kind == TOK_STAR) return " (a power is written a ^ b)";
+  if (joined && b->kind == TOK_SLASH && t->kind == TOK_SLASH) return " (there is no integer division: floor(a / b))";
+  if (joined && b->kind == TOK_LT && t->kind == TOK_GT) return " (not equal is !=)";
+  if (joined && t->kind == TOK_ASSIGN &&
+      (b->kind == TOK_PLUS || b->kind == TOK_MINUS || b->kind == TOK_STAR || b->kind == TOK_SLASH))
+    return " (there is no compound assignment: write x = x + y)";
+  if (word && b->span.len == 3 && !strncmp(word, "def", 3))
+    return " (a function is fn NAME(ARGS) { ... } or NAME(ARGS) = EXPR)";
+  if (t->kind == TOK_IDENT && t->span.len == 2 && !strncmp(p->src->text + t->span.off, "if", 2))
+    return " (there is no if: where(cond, a, b) picks elementwise)";
+  return "";
+}
+
 // "unexpected token 'x'", or the lexer's message for a bad token.
 static void unexpected(Parser *p) {
   Token *t = peek(p);
@@ -189,7 +207,7 @@ static void unexpected(Parser *p) {
   } else {
     int n = t->span.len;
     const char *s = p->src->text + t->span.off;
-    error_at(p, t->span, "unexpected token '%.*s%s'", n > 32 ? 32 : n, s, n > 32 ? "..." : "");
+    error_at(p, t->span, "unexpected token '%.*s%s'%s", n > 32 ? 32 : n, s, n > 32 ? "..." : "", python_hint(p, t));
   }
 }
 
