@@ -22,6 +22,10 @@ void bi_check(Ev *ev, const Builtin *b, Args *a, int maxpos, const char *const *
   for (int i = 0; i < a->nkw; i++) {
     int ok = 0;
     for (int k = 0; kws && kws[k]; k++) ok |= !strcmp(kws[k], a->kw[i]);
+    int nk = 0;
+    while (kws && kws[nk]) nk++;
+    const char *near = ok ? NULL : ev_nearest(a->kw[i], (const char *const *)kws, nk);
+    if (near) ev_fail(ev, a->kw_span[i], "%s has no keyword argument '%s' (did you mean '%s'?): %s", b->name, a->kw[i], near, b->usage);
     if (!ok) ev_fail(ev, a->kw_span[i], "%s has no keyword argument '%s': %s", b->name, a->kw[i], b->usage);
   }
 }

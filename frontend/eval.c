@@ -123,14 +123,29 @@ static int edits(const char *a, const char *b, int limit) {
   return d[la][lb];
 }
 
+// Edits allowed for a suggestion: letter case only for one or two letters (x for
+// y is no help), 1 up to four letters, 2 up to eight, then 3.
+static int edit_limit(const char *name) {
+  int len = (int)strlen(name);
+  return len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3;
+}
+
+const char *ev_nearest(const char *name, const char *const *cands, int n) {
+  const char *best = NULL;
+  int best_d = edit_limit(name) + 1;
+  for (int i = 0; i < n; i++) {
+    int d = cands[i] ? edits(name, cands[i], best_d - 1) : best_d;
+    if (d < best_d) best_d = d, best = cands[i];
+  }
+  return best;
+}
+
 // The known name closest to a misspelt one: bindings in scope, builtins, dtypes,
-// true and false. NULL when none is close (letter case only for one or two
-// letters, 1 edit up to four, 2, then 3 for long names).
+// true and false. NULL when none is close (edit_limit).
 static const char *nearest_name(Ev *ev, Env *env, const char *name) {
   static const char *const words[] = {"true", "false", "bool", "i32", "i64", "f32", "f64"};
   const char *builtins[512], *best = NULL;
-  int n = builtin_names(builtins, 512), len = (int)strlen(name);
-  int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3, best_d = limit + 1;   // x for y is no help
+  int n = builtin_names(builtins, 512), best_d = edit_limit(name) + 1;
   for (Env *e = env; e; e = e->parent)
     for (int i = e->n - 1; i >= 0; i--) {
       int d = edits(name, e->b[i].name, best_d - 1);
@@ -635,7 +650,13 @@ static Value call_user(Ev *ev, Func *f, Args *a) {
       given = a->kwv[k].s;
       continue;
     }
-    if (i == np) ev_fail(ev, a->kw_span[k], "%s has no parameter '%s'", f->name ? f->name : "this function", a->kw[k]);
+    if (i == np) {
+      const char *names[64];
+      for (int j = 0; j < np && j < 64; j++) names[j] = def->items[j]->str;
+      const char *near = ev_nearest(a->kw[k], names, np < 64 ? np : 64);
+      ev_fail(ev, a->kw_span[k], "%s has no parameter '%s'%s%s%s", f->name ? f->name : "this function", a->kw[k],
+              near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+    }
     if (have[i]) ev_fail(ev, a->kw_span[k], "%s: argument '%s' is given twice", f->name ? f->name : "this function", a->kw[k]);
     val[i] = a->kwv[k]; have[i] = 1;
   }

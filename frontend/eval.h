@@ -203,6 +203,8 @@ struct Builtin {
   const char *usage;     // for errors and :help
 };
 const Builtin *builtin_find(const char *name);
-int builtin_names(const char **out, int max);   // every builtin's name (at most max); the count
+int builtin_names(const char **out, int max);
+// The candidate closest to a misspelt name (a few edits, letter case aside), or NULL.
+const char *ev_nearest(const char *name, const char *const *cands, int n);   // every builtin's name (at most max); the count
 
 #endif

@@ -48,7 +48,13 @@ static void optimizer_spec(Ev *ev, AstNode *e, OptSpec *o) {
     else if (o->kind != OPT_SGD && !strcmp(k, "beta1")) o->beta1 = v;
     else if (o->kind != OPT_SGD && !strcmp(k, "beta2")) o->beta2 = v;
     else if (o->kind != OPT_SGD && !strcmp(k, "eps")) o->eps = v;
-    else ev_fail(ev, kw->span, "%s has no setting '%s'", name, k);
+    else {
+      static const char *const sgd[] = {"lr", "weight_decay", "momentum", "nesterov"};
+      static const char *const adam[] = {"lr", "weight_decay", "beta1", "beta2", "eps"};
+      const char *near = o->kind == OPT_SGD ? ev_nearest(k, sgd, 4) : ev_nearest(k, adam, 5);
+      ev_fail(ev, kw->span, "%s has no setting '%s'%s%s%s", name, k, near ? " (did you mean '" : "", near ? near : "",
+              near ? "'?)" : "");
+    }
   }
   if (o->nesterov && o->momentum <= 0) ev_fail(ev, e->span, "nesterov needs momentum > 0");
   if (o->beta1 >= 1 || o->beta2 >= 1) ev_fail(ev, e->span, "beta1 and beta2 must be below 1");
@@ -93,7 +99,13 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
     else if (!strcmp(k, "warmup")) ts->warmup = (int64_t)v;
     else if (!strcmp(k, "min_lr")) ts->min_lr = v;
     else if (!strcmp(k, "shuffle")) ts->shuffle = v != 0;
-    else ev_fail(ev, kw->span, "train has no option '%s' (options: batch, epochs, seed, clip, schedule, step_size, gamma, warmup, min_lr, shuffle, checkpoint)", k);
+    else {
+      static const char *const names[] = {"batch", "epochs", "seed", "clip", "schedule", "step_size", "gamma",
+                                          "warmup", "min_lr", "shuffle", "checkpoint"};
+      const char *near = ev_nearest(k, names, (int)(sizeof names / sizeof *names));
+      ev_fail(ev, kw->span, "train has no option '%s'%s%s%s (options: batch, epochs, seed, clip, schedule, step_size, gamma, warmup, min_lr, shuffle, checkpoint)",
+              k, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+    }
   }
   TrainOpts *o = &ev->topts;
   if (o->epochs > 0) ts->epochs = o->epochs;
