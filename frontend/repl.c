@@ -118,6 +118,44 @@ static void command(Repl *r, const char *line) {
   fflush(stdout);
 }
 
+#ifdef KILN_HAVE_LIBEDIT
+// Tab completion: keywords, builtins, the session's names, and commands after a
+// ':'. readline's callbacks take no context, so the session being edited is here.
+static Repl *completing;
+
+static char *next_completion(const char *text, int state) {
+  static const char *words[1024];
+  static int n, i;
+  if (!state) {
+    static const char *const fixed[] = {
+#define X(kind, spelling) spelling,
+      TOKEN_LIST(X)
+#undef X
+      ":ir", ":c", ":time", ":device", ":help", ":quit", "bool", "i32", "i64", "f32", "f64"};
+    n = i = 0;
+    for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
+      if (fixed[k][0] == ':' || (fixed[k][0] >= 'a' && fixed[k][0] <= 'z' && !strchr(fixed[k], ' '))) words[n++] = fixed[k];
+    n += builtin_names(words + n, 512);
+    Env *g = completing->ev->globals;
+    for (int k = 0; k < g->n && n < 1024; k++) words[n++] = g->b[k].name;
+  }
+  size_t len = strlen(text);
+  while (i < n) {
+    const char *w = words[i++];
+    int seen = 0;   // a name bound twice, or also a builtin, once
+    for (int k = 0; k < i - 1 && !seen; k++) seen = !strcmp(words[k], w);
+    if (!seen && !strncmp(w, text, len)) return strdup(w);
+  }
+  return NULL;
+}
+
+static char **complete(const char *text, int start, int end) {
+  (void)start, (void)end;
+  rl_attempted_completion_over = 1;   // names only, never file names
+  return rl_completion_matches(text, next_completion);
+}
+#endif
+
 static char *read_line(Repl *r, const char *prompt) {
 #ifdef KILN_HAVE_LIBEDIT
   if (r->tty) return readline(prompt);
@@ -149,7 +187,13 @@ int repl_main(int threads, uint64_t seed) {
   if (ev_start(r.ev, threads, err, sizeof err)) { fprintf(stderr, "kiln: %s\n", err); ev_free(r.ev); diag_free(&d); return 1; }
   history_path(hist, sizeof hist);
 #ifdef KILN_HAVE_LIBEDIT
-  if (r.tty) { using_history(); read_history(hist); }
+  if (r.tty) {
+    using_history();
+    read_history(hist);
+    completing = &r;
+    rl_attempted_completion_function = complete;
+    rl_basic_word_break_characters = " \t\n()[]{},;=+-*/^@<>!";   // ':' and '_' belong to words
+  }
 #endif
   if (r.tty) printf("kiln %s — :help for help, Ctrl-D to leave\n", KILN_VERSION);
   char *chunk = NULL;

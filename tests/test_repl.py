@@ -137,5 +137,12 @@ check("pty: values", "[10, 20, 30]" in out and "\n6" in out.replace("\r", ""), r
 check("pty: error with caret, session continues", "unknown name 'undefined'" in out and "^" in out, repr(out[-400:]))
 check("pty: Ctrl-D leaves with status 0", rc == 0, rc)
 
+# Tab completion (libedit builds): the session's names, builtins, commands.
+if "libedit" in subprocess.run(["ldd", kiln], capture_output=True, text=True).stdout:
+    rc, out = pty_session(["myvariable = 41", "myvar\t+ 1", "print softm\t([0.0, 0.0])", ":ti\t 2 * 3"])
+    flat = out.replace("\r", "")
+    check("pty: tab completes a session name, a builtin and a command",
+          "\n42\n" in flat and "[0.5, 0.5]" in flat and "per run" in flat, repr(out[-600:]))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
