@@ -384,15 +384,25 @@ static Value binary(Ev *ev, int op, Value a, Value b, AstNode *e) {
 static Value eval(Ev *ev, Env *env, AstNode *e);
 static Value call_user(Ev *ev, Func *f, Args *a);
 
+// An index entry that adds an axis of size 1 (NumPy's x[:, None]): None or
+// newaxis, unless the program binds that name.
+static int is_new_axis(Env *env, AstNode *it) {
+  return it->kind == AST_NAME && (!strcmp(it->str, "None") || !strcmp(it->str, "newaxis")) && !env_get(env, it->str);
+}
+
 static Value eval_index(Ev *ev, Env *env, AstNode *e) {
   Node *x = ev_tensor(ev, eval(ev, env, e->lhs), e->lhs->span, "the indexed value");
-  if (e->nitems > x->ndim)
-    ev_fail(ev, e->span, "too many indices: %d for a tensor of rank %d", e->nitems, x->ndim);
+  int nnew = 0;
+  for (int i = 0; i < e->nitems; i++) nnew += is_new_axis(env, e->items[i]);
+  if (e->nitems - nnew > x->ndim)
+    ev_fail(ev, e->span, "too many indices: %d for a tensor of rank %d", e->nitems - nnew, x->ndim);
+  if (x->ndim + nnew > IR_MAXDIM) ev_fail(ev, e->span, "too many dimensions (at most %d)", IR_MAXDIM);
   int64_t start[IR_MAXDIM], count[IR_MAXDIM], step[IR_MAXDIM];
   Dim keep[IR_MAXDIM];
-  int nkeep = 0;
+  int nkeep = 0, entry = 0;
   for (int d = 0; d < x->ndim; d++) {
-    AstNode *it = d < e->nitems ? e->items[d] : NULL;
+    while (entry < e->nitems && is_new_axis(env, e->items[entry])) keep[nkeep++] = dim_c(1), entry++;
+    AstNode *it = entry < e->nitems ? e->items[entry++] : NULL;
     Dim sz = x->shape[d];
     int full = !it || (it->kind == AST_SLICE && !it->start && !it->stop && !it->step);
     if (full) { start[d] = 0; count[d] = -1; step[d] = 1; keep[nkeep++] = sz; continue; }
@@ -424,6 +434,7 @@ static Value eval_index(Ev *ev, Env *env, AstNode *e) {
     start[d] = cnt ? lo : 0; count[d] = cnt; step[d] = st;
     keep[nkeep++] = dim_c(cnt);
   }
+  for (; entry < e->nitems; entry++) keep[nkeep++] = dim_c(1);   // new axes after the last
   Node *r = ev_check(ev, ir_slice(ev->c, x, start, count, step), e->span);
   return ev_tval(ev_check(ev, ir_reshape(ev->c, r, nkeep, keep), e->span));
 }

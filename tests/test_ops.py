@@ -605,6 +605,12 @@ def slicing(S, rng):
             S.add("slice 3-D x[%s]" % ix, [], "%s[%s]" % (lit(x3), ix), expect_exact(eval("x3[%s]" % ix)))
         else:
             S.add("slice 3-D x[%s]" % ix, [], "%s[%s]" % (lit(x3), ix), expect_exact(eval("x3[%s]" % ix)))
+    # new axes (None, newaxis) anywhere among the entries, as NumPy places them
+    for ix in ("None", ":, None", "None, 1", "1:3, None, ::-1", "None, -1, None", ":, :, None", "None, None, 2:4"):
+        S.add("new axis 2-D x[%s]" % ix, [], "%s[%s]" % (lit(x2), ix), expect_exact(eval("x2[%s]" % ix)))
+    S.add("new axis 3-D x[1, newaxis]", [], "%s[1, newaxis]" % lit(x3), expect_exact(x3[1, None]))
+    S.add("new axis outer product", [], "%s[:, None] * %s[None, :]" % (lit(v), lit(v)),
+          expect_close(v[:, None] * v[None, :], rtol=1e-5, atol=1e-6))
     S.add("slice f64", [], "%s[::-2, 1:]" % lit(x2, "f64"), expect_exact(x2[::-2, 1:]))
     S.add("slice of a slice", [], "%s[1:, ::-1][::2, 1:4]" % lit(x2), expect_exact(x2[1:, ::-1][::2, 1:4]))
     S.add("slice then arithmetic", [], "(%s[:, 1:] - %s[:, :-1])" % (lit(x2), lit(x2)),
