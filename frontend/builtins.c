@@ -409,6 +409,43 @@ static Value b_clip(Ev *ev, const Builtin *b, Args *a) {
   return r;
 }
 
+// Activations composed of ops (their gradients follow), as PyTorch defines them:
+// gelu(x) = x/2 (1 + erf(x/sqrt 2)), or with approximate="tanh" x/2 (1 + tanh(
+// sqrt(2/pi) (x + 0.044715 x^3))); silu(x) = x sigmoid(x); leaky_relu(x, slope)
+// = x for x > 0, else slope x; elu(x, alpha) = x for x > 0, else alpha (e^x - 1),
+// computed on min(x, 0) so that the unused branch cannot overflow into NaN.
+static Value b_activation(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"approximate", "slope", "alpha", NULL};
+  const char *name = b->name;
+  bi_check(ev, b, a, !strcmp(name, "leaky_relu") || !strcmp(name, "elu") ? 2 : 1, kws);
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  IrCtx *c = ev->c;
+  if (!ir_is_float(x->dtype)) x = ir_cast(c, x, DT_F32);
+  DType t = x->dtype;
+  Node *zero = ir_scalar(c, t, 0), *r;
+  if (!strcmp(name, "silu")) r = ir_binary(c, OP_MUL, x, ir_unary(c, OP_SIGMOID, x));
+  else if (!strcmp(name, "gelu")) {
+    Span sp;
+    Value *ap = bi_arg(a, -1, "approximate", &sp);
+    int tanh_form = 0;
+    if (ap && (ap->kind != V_STR || (strcmp(ap->s, "none") && !(tanh_form = !strcmp(ap->s, "tanh")))))
+      ev_fail(ev, sp, "gelu's approximate is \"none\" or \"tanh\"");
+    Node *inner = tanh_form
+      ? ir_unary(c, OP_TANH, ir_binary(c, OP_MUL, ir_scalar(c, t, 0.7978845608028654),   // sqrt(2/pi)
+                                       ir_binary(c, OP_ADD, x, ir_binary(c, OP_MUL, ir_scalar(c, t, 0.044715),
+                                                                         ir_binary(c, OP_MUL, x, ir_binary(c, OP_MUL, x, x))))))
+      : ir_unary(c, OP_ERF, ir_binary(c, OP_MUL, x, ir_scalar(c, t, 0.7071067811865476)));   // 1/sqrt(2)
+    r = ir_binary(c, OP_MUL, ir_binary(c, OP_MUL, x, ir_scalar(c, t, 0.5)), ir_binary(c, OP_ADD, ir_scalar(c, t, 1), inner));
+  } else {
+    int leaky = !strcmp(name, "leaky_relu");
+    double k = bi_num(ev, a, 1, leaky ? "slope" : "alpha", leaky ? 0.01 : 1.0);
+    if (!isfinite(k)) ev_fail(ev, a->span, "%s's %s must be a finite number", name, leaky ? "slope" : "alpha");
+    Node *neg = leaky ? x : ir_unary(c, OP_EXPM1, ir_binary(c, OP_MINIMUM, x, zero));
+    r = ir_where(c, ir_binary(c, OP_GT, x, zero), x, ir_binary(c, OP_MUL, neg, ir_scalar(c, t, k)));
+  }
+  return ev_tval(ev_check(ev, r, a->span));
+}
+
 static Value b_fill(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"shape", "value", "dtype", NULL};
   int full = !strcmp(b->name, "full");
@@ -555,6 +592,10 @@ static const Builtin named[] = {
   {"shape", b_shape, 0, "shape(x)"},
   {"dim", b_dim, 0, "dim(x, axis)"},
   {"matmul", b_matmul, 0, "matmul(a, b)"},
+  {"gelu", b_activation, 0, "gelu(x, approximate=\"none\")  (or \"tanh\")"},
+  {"silu", b_activation, 0, "silu(x)"},
+  {"leaky_relu", b_activation, 0, "leaky_relu(x, slope=0.01)"},
+  {"elu", b_activation, 0, "elu(x, alpha=1)"},
   {"clip", b_clip, 0, "clip(x, low, high)  (either bound may be left out: clip(x, high=1))"},
   {"zeros", b_fill, 0, "zeros(shape, dtype=f32)"},
   {"ones", b_fill, 0, "ones(shape, dtype=f32)"},

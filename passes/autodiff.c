@@ -113,6 +113,10 @@ static Node *grad_RELU(GradCtx *g, Node *n, Node *adj, int i) {
 static Node *grad_SOFTPLUS(GradCtx *g, Node *n, Node *adj, int i) {
   return mul(g, adj, un(g, OP_SIGMOID, n->src[0]));
 }
+static Node *grad_ERF(GradCtx *g, Node *n, Node *adj, int i) {   // 2/sqrt(pi) exp(-x^2)
+  Node *x = n->src[0];
+  return mul(g, adj, mul(g, cst(g, x, 1.1283791670955126), un(g, OP_EXP, un(g, OP_NEG, mul(g, x, x)))));
+}
 static Node *grad_SIN(GradCtx *g, Node *n, Node *adj, int i) { return mul(g, adj, un(g, OP_COS, n->src[0])); }
 static Node *grad_COS(GradCtx *g, Node *n, Node *adj, int i) {
   return un(g, OP_NEG, mul(g, adj, un(g, OP_SIN, n->src[0])));

@@ -109,6 +109,7 @@ static int ew_f32(Op op, const Num *x, Num *r) {
   case OP_SIGMOID: v = 1.0f / (1.0f + expf(-a)); break;
   case OP_RELU: v = a > 0 ? a : 0.0f; break;
   case OP_SOFTPLUS: v = fmaxf(a, 0.0f) + log1pf(expf(-fabsf(a))); break;
+  case OP_ERF: v = erff(a); break;
   case OP_SIN: v = sinf(a); break;
   case OP_COS: v = cosf(a); break;
   case OP_FLOOR: v = floorf(a); break;
@@ -143,6 +144,7 @@ static int ew_f64(Op op, const Num *x, Num *r) {
   case OP_SIGMOID: v = 1.0 / (1.0 + exp(-a)); break;
   case OP_RELU: v = a > 0 ? a : 0; break;
   case OP_SOFTPLUS: v = fmax(a, 0.0) + log1p(exp(-fabs(a))); break;
+  case OP_ERF: v = erf(a); break;
   case OP_SIN: v = sin(a); break;
   case OP_COS: v = cos(a); break;
   case OP_FLOOR: v = floor(a); break;

@@ -64,6 +64,7 @@ static double ew(const Node *n, double a, double b, double c) {
   case OP_SIGMOID: return 1 / (1 + exp(-a));
   case OP_RELU: return a > 0 ? a : 0;
   case OP_SOFTPLUS: return fmax(a, 0) + log1p(exp(-fabs(a)));
+  case OP_ERF: return erf(a);
   case OP_SIN: return sin(a);
   case OP_COS: return cos(a);
   case OP_FLOOR: return floor(a);
@@ -367,7 +368,7 @@ static void t_unary(Tst *t) {
   static const struct { Op op; double lo, hi; } u[] = {
     {OP_NEG, -2, 2}, {OP_EXP, -2, 2}, {OP_LOG, 0.2, 3}, {OP_LOG1P, -0.7, 2}, {OP_EXPM1, -2, 2},
     {OP_SQRT, 0.2, 3}, {OP_RSQRT, 0.2, 3}, {OP_ABS, -2, 2}, {OP_SIGN, -2, 2}, {OP_TANH, -2, 2},
-    {OP_SIGMOID, -3, 3}, {OP_RELU, -2, 2}, {OP_SOFTPLUS, -3, 3}, {OP_SIN, -3, 3}, {OP_COS, -3, 3},
+    {OP_SIGMOID, -3, 3}, {OP_RELU, -2, 2}, {OP_SOFTPLUS, -3, 3}, {OP_ERF, -2, 2}, {OP_SIN, -3, 3}, {OP_COS, -3, 3},
     {OP_FLOOR, -3, 3}, {OP_CEIL, -3, 3}, {OP_ROUND, -3, 3},
   };
   for (size_t k = 0; k < sizeof u / sizeof u[0]; k++) {

@@ -190,6 +190,15 @@ def unary(T, rng):
     T.op("unary minus operator", "-a", lambda a: -a, [(x, "f64")])
     T.op("exp of a 1x1x1", "exp(a)", np.exp, [(_any(rng, (1, 1, 1)), "f64")])
     T.op("composite tanh(sin(a)) * exp(-a^2)", "tanh(sin(a)) * exp(-a ^ 2)", lambda a: a, [(x, "f64")])
+    # erf and the activations built on it and on others, on a generator of their
+    # own (the checks after them draw what they drew before they existed)
+    r2 = np.random.default_rng(78)
+    T2 = GC(T.S, r2)
+    for s in ((2, 3), ()):
+        T2.op("erf %s" % ("x".join(map(str, s)) or "scalar"), "erf(a)", lambda a: a, [(_any(r2, s), "f64")])
+    for name, expr in (("gelu", "gelu(a)"), ("gelu tanh", "gelu(a, approximate=\"tanh\")"), ("silu", "silu(a)"),
+                       ("leaky_relu", "leaky_relu(a, 0.1)"), ("elu", "elu(a, alpha=1.5)")):
+        T2.op(name, expr, lambda a: a, [(away_from(r2, (2, 3), [0]), "f64")])
 
 
 BIN = {

@@ -14,10 +14,11 @@ training (running statistics), dropout outside training (the identity).
 import os
 import sys
 
+import math
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kiln_testlib import lit, f32, main, expect_close  # noqa: E402
+from kiln_testlib import lit, f32, main, expect_close, expect_f64  # noqa: E402
 from test_gradcheck import GC  # noqa: E402
 
 
@@ -531,7 +532,30 @@ def gradients(S, rng):
            [(f32(rng.uniform(0.2, 1.0, (2, 2, 4, 4))), "f64")])
 
 
+def activations(S):
+    """gelu (exact and tanh), silu, leaky_relu, elu against PyTorch's definitions, in f32 and f64."""
+    r = np.random.default_rng(79)
+    x = np.concatenate([r.uniform(-6, 6, 20), [0.0, -0.0, 40.0, -40.0, 1e-3]]).astype(np.float32)
+    erf = np.vectorize(math.erf)
+    xd = x.astype(np.float64)
+    cases = {
+        "gelu(%s)": 0.5 * xd * (1 + erf(xd / np.sqrt(2))),
+        "gelu(%s, approximate=\"tanh\")": 0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd ** 3))),
+        "silu(%s)": xd / (1 + np.exp(-xd)),
+        "leaky_relu(%s)": np.where(xd > 0, xd, 0.01 * xd),
+        "leaky_relu(%s, slope=0.2)": np.where(xd > 0, xd, 0.2 * xd),
+        "elu(%s)": np.where(xd > 0, xd, np.expm1(np.minimum(xd, 0))),
+        "elu(%s, 2.5)": np.where(xd > 0, xd, 2.5 * np.expm1(np.minimum(xd, 0))),
+    }
+    for expr, want in cases.items():
+        # (f32: the printed 6 digits, and 1 + erf(x) cancelling where gelu is ~1e-7, as in PyTorch)
+        S.add("activation %s f32" % (expr % "x"), [], expr % lit(x), expect_close(want, rtol=1e-5, atol=2e-6))
+        S.add("activation %s f64" % (expr % "x"), [], "%s - %s" % (expr % lit(x, "f64"), lit(f32(want), "f64")),
+              expect_f64(f32(want), want, rtol=1e-12, atol=1e-15))
+
+
 def build(S, rng):
+    activations(S)
     forward(S, rng)
     gradients(S, rng)
     wide_conv_gradients(S, rng)

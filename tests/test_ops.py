@@ -15,6 +15,7 @@ shows to 6 digits of a residual ~1e-8 of the value.
 import os
 import sys
 
+import math
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +95,15 @@ def unary(S, rng):
         r = fn(x)
         S.add("unary %s f64 3x4" % op, [], "%s(%s) - %s" % (op, lit(x, "f64"), lit(f32(r), "f64")),
               expect_f64(f32(r), r))
+    # erf (no NumPy function: math.erf), on a generator of its own so the checks
+    # after it draw what they drew before it existed
+    r2 = np.random.default_rng(77)
+    erf = np.vectorize(math.erf)
+    for s in SHAPES:
+        x = f32(r2.uniform(-3, 3, s))
+        S.add("unary erf f32 %s" % ("x".join(map(str, s)) or "scalar"), [], "erf(%s)" % lit(x), expect_close(erf(x), rtol=1e-5, atol=1e-6))
+    x = f32(r2.uniform(-3, 3, (3, 4)))
+    S.add("unary erf f64 3x4", [], "erf(%s) - %s" % (lit(x, "f64"), lit(f32(erf(x)), "f64")), expect_f64(f32(erf(x)), erf(x)))
     # negation, both spellings
     x = f32(_any(rng, (2, 3)))
     S.add("unary neg operator", [], "-%s" % lit(x), expect_exact(-x))

@@ -289,6 +289,7 @@ static double ew_ref(const Node *n, const double *x) {
   case OP_SIGMOID: return 1 / (1 + exp(-a));
   case OP_RELU: return a > 0 ? a : 0;
   case OP_SOFTPLUS: return log1p(exp(a));
+  case OP_ERF: return erf(a);
   case OP_SIN: return sin(a);
   case OP_COS: return cos(a);
   case OP_FLOOR: return floor(a);
@@ -1419,6 +1420,7 @@ static int ref_f32(Op op, float a, float b, float *r) {
   case OP_SIGMOID: *r = (1.0f / (1.0f + expf(-a))); return 1;
   case OP_RELU: *r = (a > 0 ? a : 0.0f); return 1;
   case OP_SOFTPLUS: *r = (fmaxf(a, 0.0f) + log1pf(expf(-fabsf(a)))); return 1;
+  case OP_ERF: *r = erff(a); return 1;
   case OP_SIN: *r = sinf(a); return 1;
   case OP_COS: *r = cosf(a); return 1;
   case OP_FLOOR: *r = floorf(a); return 1;
@@ -1457,6 +1459,7 @@ static int ref_f64(Op op, double a, double b, double *r) {
   case OP_SIGMOID: *r = (1.0 / (1.0 + exp(-a))); return 1;
   case OP_RELU: *r = (a > 0 ? a : 0); return 1;
   case OP_SOFTPLUS: *r = (fmax(a, 0.0) + log1p(exp(-fabs(a)))); return 1;
+  case OP_ERF: *r = erf(a); return 1;
   case OP_SIN: *r = sin(a); return 1;
   case OP_COS: *r = cos(a); return 1;
   case OP_FLOOR: *r = floor(a); return 1;

@@ -28,6 +28,7 @@ double fmax(double, double); float fmaxf(float, float); double log(double); floa
 double log1p(double); float log1pf(float); double pow(double, double); float powf(float, float);
 double rint(double); float rintf(float); double sin(double); float sinf(float);
 double sqrt(double); float sqrtf(float); double tanh(double); float tanhf(float);
+double erf(double); float erff(float);
 void *memcpy(void *, const void *, kiln_size_t);
 void *calloc(kiln_size_t, kiln_size_t);
 void free(void *);
