@@ -248,6 +248,22 @@ static Value b_mean(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ev_check(ev, ir_binary(ev->c, OP_DIV, s, bi_count(ev, x, axes, x->dtype)), a->span));
 }
 
+// var and std as NumPy's (ddof=0: the mean square deviation); the deviations
+// from the kept-dims mean, so the gradient flows through both.
+static Value b_var(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"axis", "keepdims", NULL};
+  bi_check(ev, b, a, 3, kws);
+  IrCtx *c = ev->c;
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  if (!ir_is_float(x->dtype)) x = ir_cast(c, x, DT_F32);
+  uint32_t axes = bi_axes(ev, a, 1, x);
+  Node *n = bi_count(ev, x, axes, x->dtype);
+  Node *m = ir_binary(c, OP_DIV, ev_check(ev, ir_reduce(c, OP_SUM, x, axes, 1), a->span), n);
+  Node *d = ir_binary(c, OP_SUB, x, m);
+  Node *v = ir_binary(c, OP_DIV, ev_check(ev, ir_reduce(c, OP_SUM, ir_binary(c, OP_MUL, d, d), axes, bi_bool(ev, a, 2, "keepdims", 0)), a->span), n);
+  return ev_tval(ev_check(ev, strcmp(b->name, "std") ? v : ir_unary(c, OP_SQRT, v), a->span));
+}
+
 static Value b_cast(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"dtype", NULL};
   bi_check(ev, b, a, 2, kws);
@@ -582,6 +598,8 @@ static Value b_grad(Ev *ev, const Builtin *b, Args *a) {
 // ---- the tables ---------------------------------------------------------------------
 static const Builtin named[] = {
   {"mean", b_mean, 0, "mean(x, axis=None, keepdims=false)"},
+  {"var", b_var, 0, "var(x, axis=None, keepdims=false)"},
+  {"std", b_var, 0, "std(x, axis=None, keepdims=false)"},
   {"cast", b_cast, 0, "cast(x, dtype)"},
   {"reshape", b_reshape, 0, "reshape(x, shape)  (one dimension may be -1)"},
   {"flatten", b_flatten, 0, "flatten(x): [N, ...] -> [N, -1]"},

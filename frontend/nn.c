@@ -241,6 +241,45 @@ static Value b_batch_norm(Ev *ev, const Builtin *b, Args *a) {
 }
 
 // accuracy(logits, labels): the fraction of rows whose largest logit is the label.
+// one_hot(labels, n): [..., n] with 1 at each label's class and 0 elsewhere
+// (a label outside [0, n) gives a row of zeros, as PyTorch would refuse).
+static Value b_one_hot(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"labels", "n", "dtype", NULL};
+  bi_check(ev, b, a, 2, kws);
+  IrCtx *c = ev->c;
+  Span sp;
+  Node *y = ev_raw(ev, bi_need(ev, b, a, 0, "labels", &sp), sp, "labels");
+  if (ir_is_float(y->dtype) || y->dtype == DT_BOOL) ev_fail(ev, sp, "one_hot needs integer labels (i32 or i64), not %s", ir_dtype_name(y->dtype));
+  Span nsp;
+  int64_t n = ev_const_int(ev, bi_need(ev, b, a, 1, "n", &nsp), nsp, "n");
+  if (n < 1) ev_fail(ev, nsp, "one_hot needs n >= 1 classes");
+  if (y->ndim + 1 > IR_MAXDIM) ev_fail(ev, sp, "too many dimensions (at most %d)", IR_MAXDIM);
+  Dim shape[IR_MAXDIM], col[IR_MAXDIM];
+  for (int d = 0; d < y->ndim; d++) shape[d] = y->shape[d], col[d] = y->shape[d];
+  shape[y->ndim] = dim_c(n);
+  col[y->ndim] = dim_c(1);
+  Node *cls = ir_iota(c, DT_I64, y->ndim + 1, shape, y->ndim);
+  Node *eq = ir_binary(c, OP_EQ, ir_reshape(c, ir_cast(c, y, DT_I64), y->ndim + 1, col), cls);
+  return ev_tval(chk(ev, ir_cast(c, eq, bi_dtype(ev, a, -1, DT_F32)), a));
+}
+
+// sigmoid_cross_entropy(logits, targets): per element -t log(sigmoid(z)) -
+// (1 - t) log(1 - sigmoid(z)), written softplus(z) - z t so that it is finite
+// for any logit (PyTorch's BCEWithLogitsLoss before the mean); targets in [0, 1].
+static Value b_sigmoid_ce(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"logits", "targets", NULL};
+  bi_check(ev, b, a, 2, kws);
+  IrCtx *c = ev->c;
+  Node *z = bi_tensor(ev, b, a, 0, "logits");
+  if (!ir_is_float(z->dtype)) z = ir_cast(c, z, DT_F32);
+  Span sp;
+  Value tv = bi_need(ev, b, a, 1, "targets", &sp);
+  Node *t = ev_raw(ev, tv, sp, "targets");
+  if (t->dtype != z->dtype) t = ir_cast(c, t, z->dtype);
+  Node *zt = chk(ev, ir_binary(c, OP_MUL, z, t), a);
+  return ev_tval(chk(ev, ir_binary(c, OP_SUB, ir_unary(c, OP_SOFTPLUS, z), zt), a));
+}
+
 static Value b_accuracy(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"logits", "labels", NULL};
   bi_check(ev, b, a, 2, kws);
@@ -279,6 +318,8 @@ static const Builtin nn_table[] = {
   {"dropout", b_dropout, 0, "dropout(x, p)"},
   {"batch_norm", b_batch_norm, 0, "batch_norm(x, mean, var, gamma, beta, momentum=0.1, eps=1e-5)"},
   {"accuracy", b_accuracy, 0, "accuracy(logits, labels)"},
+  {"one_hot", b_one_hot, 0, "one_hot(labels, n, dtype=f32)"},
+  {"sigmoid_cross_entropy", b_sigmoid_ce, 0, "sigmoid_cross_entropy(logits, targets)"},
 };
 
 const Builtin *nn_builtins(int *n) {

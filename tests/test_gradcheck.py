@@ -199,6 +199,13 @@ def unary(T, rng):
     for name, expr in (("gelu", "gelu(a)"), ("gelu tanh", "gelu(a, approximate=\"tanh\")"), ("silu", "silu(a)"),
                        ("leaky_relu", "leaky_relu(a, 0.1)"), ("elu", "elu(a, alpha=1.5)")):
         T2.op(name, expr, lambda a: a, [(away_from(r2, (2, 3), [0]), "f64")])
+    for name, expr, out in (("var axis 1", "var(a, axis=1)", (2,)), ("std", "std(a)", ()),
+                            ("std keepdims", "std(a, axis=0, keepdims=true)", (1, 3))):
+        T2.op(name, expr, lambda a, out=out: np.zeros(out), [(_any(r2, (2, 3)), "f64")])
+    tgt = f32(r2.uniform(0, 1, (2, 3)))
+    for k in (0, 1):
+        T2.op("sigmoid_cross_entropy wrt %s" % "zt"[k], "sigmoid_cross_entropy(a, b)", lambda a, b: a,
+              [(_any(r2, (2, 3)), "f64"), (tgt, "f64")], argnum=k)
 
 
 BIN = {

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kiln_testlib import lit, f32, main, expect_close, expect_f64  # noqa: E402
+from kiln_testlib import lit, f32, main, expect_close, expect_exact, expect_f64  # noqa: E402
 from test_gradcheck import GC  # noqa: E402
 
 
@@ -554,7 +554,34 @@ def activations(S):
               expect_f64(f32(want), want, rtol=1e-12, atol=1e-15))
 
 
+def stats_and_losses(S):
+    """var and std as NumPy's (ddof=0), one_hot as np.eye rows, sigmoid_cross_entropy as
+    PyTorch's BCEWithLogitsLoss elementwise (stable at any logit)."""
+    r = np.random.default_rng(80)
+    x = f32(r.standard_normal((3, 4, 5)) * 2 + 1)
+    for ax, keep in ((None, False), (0, False), (-1, True), ((0, 2), False), ((1, 2), True)):
+        kw = "" if ax is None else ", axis=%s" % (list(ax) if isinstance(ax, tuple) else ax)
+        kw += ", keepdims=true" if keep else ""
+        for fn, ref in (("var", np.var), ("std", np.std)):
+            want = ref(x.astype(np.float64), axis=ax, keepdims=keep)
+            S.add("%s(x%s)" % (fn, kw), [], "%s(%s%s)" % (fn, lit(x), kw), expect_close(want, rtol=1e-5, atol=1e-6))
+    S.add("var f64", [], "var(%s, axis=1) - %s" % (lit(x, "f64"), lit(f32(np.var(x.astype(np.float64), axis=1)), "f64")),
+          expect_f64(f32(np.var(x.astype(np.float64), axis=1)), np.var(x.astype(np.float64), axis=1)))
+    S.add("var of integers is f32", [], "var(cast([1, 2, 3, 4], i32))", expect_close(1.25))
+    lab = r.integers(0, 5, (2, 3))
+    S.add("one_hot", [], "one_hot(%s, 5)" % lit(lab, "i32"), expect_exact(np.eye(5)[lab]))
+    S.add("one_hot i32 out of range is zeros", [], "one_hot(cast([0, -1, 3], i64), 3, dtype=i32)",
+          expect_exact(np.array([[1, 0, 0], [0, 0, 0], [0, 0, 0]])))
+    z = np.concatenate([r.standard_normal(10) * 4, [-1000.0, 1000.0, 0.0]]).astype(np.float32)
+    t = np.concatenate([r.uniform(0, 1, 10), [0.0, 1.0, 1.0]]).astype(np.float32)
+    zd, td = z.astype(np.float64), t.astype(np.float64)
+    want = np.maximum(zd, 0) - zd * td + np.log1p(np.exp(-np.abs(zd)))
+    S.add("sigmoid_cross_entropy", [], "sigmoid_cross_entropy(%s, %s)" % (lit(z), lit(t)),
+          expect_close(want, rtol=1e-5, atol=1e-5))
+
+
 def build(S, rng):
+    stats_and_losses(S)
     activations(S)
     forward(S, rng)
     gradients(S, rng)
