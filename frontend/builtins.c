@@ -42,6 +42,12 @@ Node *bi_tensor(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw) {
   return ev_tensor(ev, v, sp, kw);
 }
 
+// A tensor argument for float math: integers and bools become f32.
+Node *bi_float_tensor(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw) {
+  Node *x = bi_tensor(ev, b, a, pos, kw);
+  return ir_is_float(x->dtype) ? x : ir_cast(ev->c, x, DT_F32);
+}
+
 int bi_bool(Ev *ev, Args *a, int pos, const char *kw, int def) {
   Span sp;
   Value *v = bi_arg(a, pos, kw, &sp);
@@ -241,8 +247,7 @@ Node *bi_count(Ev *ev, Node *x, uint32_t axes, DType t) {
 static Value b_mean(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axis", "keepdims", NULL};
   bi_check(ev, b, a, 3, kws);
-  Node *x = bi_tensor(ev, b, a, 0, "x");
-  if (!ir_is_float(x->dtype)) x = ir_cast(ev->c, x, DT_F32);
+  Node *x = bi_float_tensor(ev, b, a, 0, "x");
   uint32_t axes = bi_axes(ev, a, 1, x);
   Node *s = ev_check(ev, ir_reduce(ev->c, OP_SUM, x, axes, bi_bool(ev, a, 2, "keepdims", 0)), a->span);
   return ev_tval(ev_check(ev, ir_binary(ev->c, OP_DIV, s, bi_count(ev, x, axes, x->dtype)), a->span));
@@ -254,8 +259,7 @@ static Value b_var(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"axis", "keepdims", NULL};
   bi_check(ev, b, a, 3, kws);
   IrCtx *c = ev->c;
-  Node *x = bi_tensor(ev, b, a, 0, "x");
-  if (!ir_is_float(x->dtype)) x = ir_cast(c, x, DT_F32);
+  Node *x = bi_float_tensor(ev, b, a, 0, "x");
   uint32_t axes = bi_axes(ev, a, 1, x);
   Node *n = bi_count(ev, x, axes, x->dtype);
   Node *m = ir_binary(c, OP_DIV, ev_check(ev, ir_reduce(c, OP_SUM, x, axes, 1), a->span), n);
@@ -434,9 +438,8 @@ static Value b_activation(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"approximate", "slope", "alpha", NULL};
   const char *name = b->name;
   bi_check(ev, b, a, !strcmp(name, "leaky_relu") || !strcmp(name, "elu") ? 2 : 1, kws);
-  Node *x = bi_tensor(ev, b, a, 0, "x");
+  Node *x = bi_float_tensor(ev, b, a, 0, "x");
   IrCtx *c = ev->c;
-  if (!ir_is_float(x->dtype)) x = ir_cast(c, x, DT_F32);
   DType t = x->dtype;
   Node *zero = ir_scalar(c, t, 0), *r;
   if (!strcmp(name, "silu")) r = ir_binary(c, OP_MUL, x, ir_unary(c, OP_SIGMOID, x));

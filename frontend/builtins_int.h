@@ -12,6 +12,7 @@ Value *bi_arg(Args *a, int pos, const char *kw, Span *sp);
 void bi_check(Ev *ev, const Builtin *b, Args *a, int maxpos, const char *const *kws);
 Value bi_need(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw, Span *sp);
 Node *bi_tensor(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw);
+Node *bi_float_tensor(Ev *ev, const Builtin *b, Args *a, int pos, const char *kw);   // ints, bools as f32
 int bi_bool(Ev *ev, Args *a, int pos, const char *kw, int def);
 double bi_num(Ev *ev, Args *a, int pos, const char *kw, double def);
 DType bi_dtype(Ev *ev, Args *a, int pos, DType def);

@@ -169,12 +169,11 @@ static Value b_dropout(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"x", "p", NULL};
   bi_check(ev, b, a, 2, kws);
   IrCtx *c = ev->c;
-  Node *x = bi_tensor(ev, b, a, 0, "x");
+  Node *x = bi_float_tensor(ev, b, a, 0, "x");
   Span sp;
   bi_need(ev, b, a, 1, "p", &sp);
   double p = bi_num(ev, a, 1, "p", 0);
   if (!(p >= 0 && p < 1)) ev_fail(ev, sp, "dropout's p must be in [0, 1), not %g", p);
-  if (!ir_is_float(x->dtype)) x = ir_cast(c, x, DT_F32);
   if (p == 0) return ev_tval(x);
   Node *u = chk(ev, ir_rng_salted(c, x->dtype, x->ndim, x->shape, ev_next_seed(ev), 0, ev_step(ev)), a);
   Node *keep = ir_binary(c, OP_GE, u, ir_scalar(c, x->dtype, p));
@@ -270,13 +269,8 @@ static Value b_sigmoid_ce(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"logits", "targets", NULL};
   bi_check(ev, b, a, 2, kws);
   IrCtx *c = ev->c;
-  Node *z = bi_tensor(ev, b, a, 0, "logits");
-  if (!ir_is_float(z->dtype)) z = ir_cast(c, z, DT_F32);
-  Span sp;
-  Value tv = bi_need(ev, b, a, 1, "targets", &sp);
-  Node *t = ev_raw(ev, tv, sp, "targets");
-  if (t->dtype != z->dtype) t = ir_cast(c, t, z->dtype);
-  Node *zt = chk(ev, ir_binary(c, OP_MUL, z, t), a);
+  Node *z = bi_float_tensor(ev, b, a, 0, "logits");
+  Node *zt = chk(ev, ir_binary(c, OP_MUL, z, ir_cast(c, bi_tensor(ev, b, a, 1, "targets"), z->dtype)), a);
   return ev_tval(chk(ev, ir_binary(c, OP_SUB, ir_unary(c, OP_SOFTPLUS, z), zt), a));
 }
 
