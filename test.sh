@@ -63,13 +63,15 @@ export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$PWD/build/test-cache}
 export KILN_NVRTC_TEST_CACHE=${KILN_NVRTC_TEST_CACHE:-$PWD/build/nvrtc-test-cache}
 scripts/build.sh build || { echo "0 passed, 1 failed"; exit 1; }
 run_suites build optimized
-# The fallback build (system cc + dlopen, no LLVM/Clang libraries, no BLIS), as a
-# machine without them builds it: the same emitted C must give the same values.
+# The fallback build (system cc + dlopen, no LLVM/Clang libraries, no BLIS, no
+# libedit), as a machine without them builds it: the same emitted C must give the
+# same values, and the REPL reads plain lines.
 if [ "${KILN_TEST_FALLBACK:-1}" != 0 ]; then
-  if scripts/build.sh build-cc -Djit=cc -Dblis=disabled; then
+  if scripts/build.sh build-cc -Djit=cc -Dblis=disabled -Dlibedit=disabled; then
     export KILN_CACHE_DIR=$PWD/build-cc/test-cache
     suite "cc-fallback api" build-cc/tests/test_api
     suite "cc-fallback language" tests/run_lang.sh build-cc/kiln
+    suite "cc-fallback repl" .venv/bin/python tests/test_repl.py build-cc/kiln
     suite "cc-fallback ops vs numpy" .venv/bin/python tests/test_ops.py build-cc/kiln
     suite "cc-fallback gradcheck" .venv/bin/python tests/test_gradcheck.py build-cc/kiln
     suite "cc-fallback nn ops" .venv/bin/python tests/test_nn.py build-cc/kiln
