@@ -24,9 +24,10 @@ void bi_check(Ev *ev, const Builtin *b, Args *a, int maxpos, const char *const *
     for (int k = 0; kws && kws[k]; k++) ok |= !strcmp(kws[k], a->kw[i]);
     int nk = 0;
     while (kws && kws[nk]) nk++;
-    const char *near = ok ? NULL : ev_nearest(a->kw[i], (const char *const *)kws, nk);
-    if (near) ev_fail(ev, a->kw_span[i], "%s has no keyword argument '%s' (did you mean '%s'?): %s", b->name, a->kw[i], near, b->usage);
-    if (!ok) ev_fail(ev, a->kw_span[i], "%s has no keyword argument '%s': %s", b->name, a->kw[i], b->usage);
+    char hint[300];
+    if (!ok)
+      ev_fail(ev, a->kw_span[i], "%s has no keyword argument '%s'%s: %s", b->name, a->kw[i],
+              ev_did_you_mean(hint, sizeof hint, ev_nearest(a->kw[i], kws, nk)), b->usage);
   }
 }
 
@@ -98,9 +99,9 @@ int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max) {
   return (int)n;
 }
 
-// A size that dim() gave for a symbolic axis, k * B: dim(x, 0) or dim(x, 0) * 2.
 static Node *uncast(Node *n) { return n->op == OP_CAST ? n->src[0] : n; }
 
+// A size that dim() gave for a symbolic axis, k * B: dim(x, 0) or dim(x, 0) * 2.
 static int symbolic_size(Ev *ev, Node *n, Dim *d) {
   double k = 1;
   n = uncast(n);
@@ -435,15 +436,17 @@ static Value b_clip(Ev *ev, const Builtin *b, Args *a) {
 // = x for x > 0, else slope x; elu(x, alpha) = x for x > 0, else alpha (e^x - 1),
 // computed on min(x, 0) so that the unused branch cannot overflow into NaN.
 static Value b_activation(Ev *ev, const Builtin *b, Args *a) {
-  static const char *const kws[] = {"approximate", "slope", "alpha", NULL};
+  static const char *const gelu_kws[] = {"approximate", NULL}, *const leaky_kws[] = {"slope", NULL},
+                           *const elu_kws[] = {"alpha", NULL};
   const char *name = b->name;
-  bi_check(ev, b, a, !strcmp(name, "leaky_relu") || !strcmp(name, "elu") ? 2 : 1, kws);
+  int gelu = !strcmp(name, "gelu"), leaky = !strcmp(name, "leaky_relu"), elu = !strcmp(name, "elu");
+  bi_check(ev, b, a, leaky || elu ? 2 : 1, gelu ? gelu_kws : leaky ? leaky_kws : elu ? elu_kws : NULL);
   Node *x = bi_float_tensor(ev, b, a, 0, "x");
   IrCtx *c = ev->c;
   DType t = x->dtype;
   Node *zero = ir_scalar(c, t, 0), *r;
   if (!strcmp(name, "silu")) r = ir_binary(c, OP_MUL, x, ir_unary(c, OP_SIGMOID, x));
-  else if (!strcmp(name, "gelu")) {
+  else if (gelu) {
     Span sp;
     Value *ap = bi_arg(a, -1, "approximate", &sp);
     int tanh_form = 0;
@@ -456,7 +459,6 @@ static Value b_activation(Ev *ev, const Builtin *b, Args *a) {
       : ir_unary(c, OP_ERF, ir_binary(c, OP_MUL, x, ir_scalar(c, t, 0.7071067811865476)));   // 1/sqrt(2)
     r = ir_binary(c, OP_MUL, ir_binary(c, OP_MUL, x, ir_scalar(c, t, 0.5)), ir_binary(c, OP_ADD, ir_scalar(c, t, 1), inner));
   } else {
-    int leaky = !strcmp(name, "leaky_relu");
     double k = bi_num(ev, a, 1, leaky ? "slope" : "alpha", leaky ? 0.01 : 1.0);
     if (!isfinite(k)) ev_fail(ev, a->span, "%s's %s must be a finite number", name, leaky ? "slope" : "alpha");
     Node *neg = leaky ? x : ir_unary(c, OP_EXPM1, ir_binary(c, OP_MINIMUM, x, zero));

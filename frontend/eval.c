@@ -140,9 +140,15 @@ const char *ev_nearest(const char *name, const char *const *cands, int n) {
   return best;
 }
 
+const char *ev_did_you_mean(char *buf, size_t size, const char *near) {
+  if (!near) return "";
+  snprintf(buf, size, " (did you mean '%s'?)", near);
+  return buf;
+}
+
 // The known name closest to a misspelt one: bindings in scope, builtins, dtypes,
 // true and false. NULL when none is close (edit_limit).
-static const char *nearest_name(Ev *ev, Env *env, const char *name) {
+static const char *nearest_name(Env *env, const char *name) {
   static const char *const words[] = {"true", "false", "bool", "i32", "i64", "f32", "f64"};
   const char *builtins[512], *best = NULL;
   int n = builtin_names(builtins, 512), best_d = edit_limit(name) + 1;
@@ -156,7 +162,6 @@ static const char *nearest_name(Ev *ev, Env *env, const char *name) {
     int d = edits(name, w, best_d - 1);
     if (d < best_d) best_d = d, best = w;
   }
-  (void)ev;
   return best;
 }
 
@@ -190,9 +195,8 @@ static Value lookup(Ev *ev, Env *env, const char *name, Span sp) {
     return f;
   }
   if (in_nn_library(ev, name)) ev_fail(ev, sp, "unknown name '%s' (a layer of the standard library: import \"nn\")", name);
-  const char *near = nearest_name(ev, env, name);
-  if (near) ev_fail(ev, sp, "unknown name '%s' (did you mean '%s'?)", name, near);
-  ev_fail(ev, sp, "unknown name '%s'", name);
+  char hint[300];
+  ev_fail(ev, sp, "unknown name '%s'%s", name, ev_did_you_mean(hint, sizeof hint, nearest_name(env, name)));
 }
 
 // ---- conversions ----------------------------------------------------------------
@@ -664,9 +668,9 @@ static Value call_user(Ev *ev, Func *f, Args *a) {
     if (i == np) {
       const char *names[64];
       for (int j = 0; j < np && j < 64; j++) names[j] = def->items[j]->str;
-      const char *near = ev_nearest(a->kw[k], names, np < 64 ? np : 64);
-      ev_fail(ev, a->kw_span[k], "%s has no parameter '%s'%s%s%s", f->name ? f->name : "this function", a->kw[k],
-              near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+      char hint[300];
+      ev_fail(ev, a->kw_span[k], "%s has no parameter '%s'%s", f->name ? f->name : "this function", a->kw[k],
+              ev_did_you_mean(hint, sizeof hint, ev_nearest(a->kw[k], names, np < 64 ? np : 64)));
     }
     if (have[i]) ev_fail(ev, a->kw_span[k], "%s: argument '%s' is given twice", f->name ? f->name : "this function", a->kw[k]);
     val[i] = a->kwv[k]; have[i] = 1;
@@ -1169,10 +1173,10 @@ static Value run_block(Ev *ev, Env *env, AstNode *block) {
 }
 
 // ---- sessions ---------------------------------------------------------------------
-// The file's text, NUL-terminated; a UTF-8 byte order mark (Windows editors write
-// one) is dropped, so it is neither a token nor counted in the first line's columns.
-// The whole file ("-": standard input), or NULL with errno saying why (a
-// directory reads as EISDIR, not as an empty program).
+// The file's text ("-": standard input), NUL-terminated, or NULL with errno saying
+// why (a directory reads as EISDIR, not as an empty program). A UTF-8 byte order
+// mark (Windows editors write one) is dropped, so it is neither a token nor counted
+// in the first line's columns.
 static char *read_file(const char *path, size_t *len) {
   int is_stdin = !strcmp(path, "-");
   FILE *f = is_stdin ? stdin : fopen(path, "rb");

@@ -205,6 +205,8 @@ struct Builtin {
 const Builtin *builtin_find(const char *name);
 int builtin_names(const char **out, int max);
 // The candidate closest to a misspelt name (a few edits, letter case aside), or NULL.
-const char *ev_nearest(const char *name, const char *const *cands, int n);   // every builtin's name (at most max); the count
+const char *ev_nearest(const char *name, const char *const *cands, int n);
+// " (did you mean 'NEAR'?)" in buf, or "" for a NULL near: to append to a message.
+const char *ev_did_you_mean(char *buf, size_t size, const char *near);   // every builtin's name (at most max); the count
 
 #endif

@@ -240,8 +240,8 @@ static Value b_batch_norm(Ev *ev, const Builtin *b, Args *a) {
 }
 
 // accuracy(logits, labels): the fraction of rows whose largest logit is the label.
-// one_hot(labels, n): [..., n] with 1 at each label's class and 0 elsewhere
-// (a label outside [0, n) gives a row of zeros, as PyTorch would refuse).
+// one_hot(labels, n): [..., n] with 1 at each label's class and 0 elsewhere; a
+// label outside [0, n) gives a row of zeros (PyTorch refuses it; a graph cannot).
 static Value b_one_hot(Ev *ev, const Builtin *b, Args *a) {
   static const char *const kws[] = {"labels", "n", "dtype", NULL};
   bi_check(ev, b, a, 2, kws);

@@ -51,9 +51,9 @@ static void optimizer_spec(Ev *ev, AstNode *e, OptSpec *o) {
     else {
       static const char *const sgd[] = {"lr", "weight_decay", "momentum", "nesterov"};
       static const char *const adam[] = {"lr", "weight_decay", "beta1", "beta2", "eps"};
-      const char *near = o->kind == OPT_SGD ? ev_nearest(k, sgd, 4) : ev_nearest(k, adam, 5);
-      ev_fail(ev, kw->span, "%s has no setting '%s'%s%s%s", name, k, near ? " (did you mean '" : "", near ? near : "",
-              near ? "'?)" : "");
+      char hint[300];
+      ev_fail(ev, kw->span, "%s has no setting '%s'%s", name, k,
+              ev_did_you_mean(hint, sizeof hint, o->kind == OPT_SGD ? ev_nearest(k, sgd, 4) : ev_nearest(k, adam, 5)));
     }
   }
   if (o->nesterov && o->momentum <= 0) ev_fail(ev, e->span, "nesterov needs momentum > 0");
@@ -102,9 +102,9 @@ static void train_spec(Ev *ev, AstNode *s, TrainSpec *ts) {
     else {
       static const char *const names[] = {"batch", "epochs", "seed", "clip", "schedule", "step_size", "gamma",
                                           "warmup", "min_lr", "shuffle", "checkpoint"};
-      const char *near = ev_nearest(k, names, (int)(sizeof names / sizeof *names));
-      ev_fail(ev, kw->span, "train has no option '%s'%s%s%s (options: batch, epochs, seed, clip, schedule, step_size, gamma, warmup, min_lr, shuffle, checkpoint)",
-              k, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+      char hint[300];
+      ev_fail(ev, kw->span, "train has no option '%s'%s (options: batch, epochs, seed, clip, schedule, step_size, gamma, warmup, min_lr, shuffle, checkpoint)",
+              k, ev_did_you_mean(hint, sizeof hint, ev_nearest(k, names, (int)(sizeof names / sizeof *names))));
     }
   }
   TrainOpts *o = &ev->topts;
