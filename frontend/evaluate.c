@@ -46,6 +46,14 @@ void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
               ir_shape_str(ev->c, t->ndim, t->shape, b, sizeof b));
     }
     m->names[i] = metric_name(ev, e, i);
+    int same = 1;   // evaluate mean(a), mean(b): mean, mean.2 (one name per line, log row and plot series)
+    for (int j = 0; j < i; j++) same += !strncmp(m->names[j], m->names[i], strlen(m->names[i])) &&
+                                        (!m->names[j][strlen(m->names[i])] || m->names[j][strlen(m->names[i])] == '.');
+    if (same > 1) {
+      char b[300];
+      snprintf(b, sizeof b, "%s.%d", m->names[i], same);
+      m->names[i] = arena_strdup(ev->arena, b);
+    }
     char ln[300];
     snprintf(ln, sizeof ln, "eval_%s", m->names[i]);
     m->log_names[i] = arena_strdup(ev->arena, ln);

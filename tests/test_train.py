@@ -266,6 +266,11 @@ save "%s.safetensors"
     rc2, o2, e2 = kiln(sym % ("reshape(e, [dim(e, 0), 2 * dim(e, 1) * 4])", " + zeros([dim(ids, 0), 3])", "symb"))
     same = rc1 == 0 and rc2 == 0 and same_weights(os.path.join(TMP, "flat.safetensors"), os.path.join(TMP, "symb.safetensors"))
     check("dim() of the batch in shape lists trains as -1 does", same, e1[-600:] + e2[-600:])
+    rc, out, err = kiln('data t = npy(["ids.npy", "cls.npy"])\ninput ids : i32[B, 4]\ninput y : i32[B]\n'
+                        'evaluate mean(ids), mean(y), mean(ids * 2) on t.train\n')
+    names = [l.split(":")[0] for l in out.splitlines()]
+    check("evaluate names repeated metrics apart (mean, mean.2, mean.3)", rc == 0 and names == ["mean", "mean.2", "mean.3"],
+          out + err[-600:])
 
 
 def t_checkpoints():
