@@ -265,7 +265,8 @@ static Value b_var(Ev *ev, const Builtin *b, Args *a) {
   Node *n = bi_count(ev, x, axes, x->dtype);
   Node *m = ir_binary(c, OP_DIV, ev_check(ev, ir_reduce(c, OP_SUM, x, axes, 1), a->span), n);
   Node *d = ir_binary(c, OP_SUB, x, m);
-  Node *v = ir_binary(c, OP_DIV, ev_check(ev, ir_reduce(c, OP_SUM, ir_binary(c, OP_MUL, d, d), axes, bi_bool(ev, a, 2, "keepdims", 0)), a->span), n);
+  Node *ss = ev_check(ev, ir_reduce(c, OP_SUM, ir_binary(c, OP_MUL, d, d), axes, bi_bool(ev, a, 2, "keepdims", 0)), a->span);
+  Node *v = ir_binary(c, OP_DIV, ss, n);
   return ev_tval(ev_check(ev, strcmp(b->name, "std") ? v : ir_unary(c, OP_SQRT, v), a->span));
 }
 
@@ -535,8 +536,9 @@ static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
 
 // NumPy and PyTorch refuse these too: a negative std, an empty or reversed range.
 void ev_check_random(Ev *ev, int normal, double p0, double p1, Span sp0, Span sp1) {
-  if (!isfinite(p0)) ev_fail(ev, sp0, "%s's %s must be a finite number, not %g", normal ? "normal" : "uniform", normal ? "mean" : "low", p0);
-  if (!isfinite(p1)) ev_fail(ev, sp1, "%s's %s must be a finite number, not %g", normal ? "normal" : "uniform", normal ? "std" : "high", p1);
+  const char *fn = normal ? "normal" : "uniform";
+  if (!isfinite(p0)) ev_fail(ev, sp0, "%s's %s must be a finite number, not %g", fn, normal ? "mean" : "low", p0);
+  if (!isfinite(p1)) ev_fail(ev, sp1, "%s's %s must be a finite number, not %g", fn, normal ? "std" : "high", p1);
   if (normal && p1 < 0) ev_fail(ev, sp1, "normal's std cannot be negative (%g)", p1);
   if (!normal && p0 > p1) ev_fail(ev, span_join(sp0, sp1), "uniform's low (%g) is above its high (%g)", p0, p1);
 }

@@ -248,7 +248,8 @@ static Value b_one_hot(Ev *ev, const Builtin *b, Args *a) {
   IrCtx *c = ev->c;
   Span sp;
   Node *y = ev_raw(ev, bi_need(ev, b, a, 0, "labels", &sp), sp, "labels");
-  if (ir_is_float(y->dtype) || y->dtype == DT_BOOL) ev_fail(ev, sp, "one_hot needs integer labels (i32 or i64), not %s", ir_dtype_name(y->dtype));
+  if (ir_is_float(y->dtype) || y->dtype == DT_BOOL)
+    ev_fail(ev, sp, "one_hot needs integer labels (i32 or i64), not %s", ir_dtype_name(y->dtype));
   Span nsp;
   int64_t n = ev_const_int(ev, bi_need(ev, b, a, 1, "n", &nsp), nsp, "n");
   if (n < 1) ev_fail(ev, nsp, "one_hot needs n >= 1 classes");
