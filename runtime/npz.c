@@ -39,11 +39,24 @@ static int bad(Npz *z, char *err, size_t errlen, const char *what) {
     return rt_errf(err, errlen, z->path, "not a readable .npz archive (%s)", what);
 }
 
+static int end_record(Npz *z, uint8_t *tail, size_t n, uint64_t *off, uint64_t *len, uint64_t *count, char *err,
+                      size_t errlen);
+
 // Where the central directory is and how many entries it has, from the end
-// record (or its Zip64 form).
+// record (or its Zip64 form) in the file's last n bytes, read into tail.
 static int find_directory(Npz *z, uint64_t *off, uint64_t *len, uint64_t *count, char *err, size_t errlen) {
-    uint8_t tail[22 + 65535];
-    size_t n = z->size < sizeof tail ? (size_t)z->size : sizeof tail;
+    enum { TAIL = 22 + 65535 };   // the end record and the longest comment after it
+    size_t n = z->size < TAIL ? (size_t)z->size : TAIL;
+    uint8_t *tail = malloc(TAIL);
+    if (!tail)
+        return rt_errf(err, errlen, z->path, "out of memory");
+    int rc = end_record(z, tail, n, off, len, count, err, errlen);
+    free(tail);
+    return rc;
+}
+
+static int end_record(Npz *z, uint8_t *tail, size_t n, uint64_t *off, uint64_t *len, uint64_t *count, char *err,
+                      size_t errlen) {
     if (n < 22 || read_at(z, z->size - n, tail, n))
         return bad(z, err, errlen, "too short for a zip file");
     long e = (long)n - 22;   // the end record, after which only its comment follows
@@ -102,7 +115,7 @@ static int npz_open(Npz *z, const char *path, char *err, size_t errlen) {
     *z = (Npz){.path = path};
     if (!(z->f = fopen(path, "rb")))
         return rt_errf(err, errlen, path, "%s", strerror(errno));
-    uint64_t off, len, count;
+    uint64_t off = 0, len = 0, count = 0;
     uint8_t *dir = NULL;
     if (fseeko(z->f, 0, SEEK_END) || (z->size = (uint64_t)ftello(z->f)) == (uint64_t)-1 ||
         find_directory(z, &off, &len, &count, err, errlen))
