@@ -146,6 +146,18 @@ const char *ev_did_you_mean(char *buf, size_t size, const char *near) {
   return buf;
 }
 
+// NumPy's and PyTorch's names that Kiln spells otherwise.
+static const char *const other_names[][2] = {
+  {"len", "dim(x, 0)"}, {"size", "dim(x, axis) or shape(x)"}, {"range", "arange"},
+  {"concatenate", "concat"}, {"cat", "concat"}, {"amax", "max"}, {"amin", "min"}, {"clamp", "clip"},
+  {"expand_dims", "x[:, None] or reshape"}, {"unsqueeze", "x[:, None] or reshape"}, {"squeeze", "reshape"},
+  {"view", "reshape"}, {"square", "x ^ 2"}, {"power", "pow or ^"}, {"dot", "@"}, {"mm", "@"},
+  {"cross_entropy", "softmax_cross_entropy"}, {"binary_cross_entropy_with_logits", "sigmoid_cross_entropy"},
+  {"Linear", "dense (import \"nn\")"}, {"Conv2d", "conv (import \"nn\")"},
+  {"BatchNorm2d", "batchnorm (import \"nn\")"}, {"LayerNorm", "layernorm (import \"nn\")"},
+  {"Embedding", "embedding (import \"nn\")"}, {"Dropout", "dropout"}, {"swish", "silu"},
+};
+
 // The known name closest to a misspelt one: bindings in scope, builtins, dtypes,
 // true and false. NULL when none is close (edit_limit).
 static const char *nearest_name(Env *env, const char *name) {
@@ -195,6 +207,8 @@ static Value lookup(Ev *ev, Env *env, const char *name, Span sp) {
     return f;
   }
   if (in_nn_library(ev, name)) ev_fail(ev, sp, "unknown name '%s' (a layer of the standard library: import \"nn\")", name);
+  for (size_t i = 0; i < sizeof other_names / sizeof *other_names; i++)
+    if (!strcmp(name, other_names[i][0])) ev_fail(ev, sp, "unknown name '%s' (Kiln writes %s)", name, other_names[i][1]);
   char hint[300];
   ev_fail(ev, sp, "unknown name '%s'%s", name, ev_did_you_mean(hint, sizeof hint, nearest_name(env, name)));
 }

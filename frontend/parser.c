@@ -190,6 +190,12 @@ static const char *python_hint(Parser *p, Token *t) {
     return " (there is no compound assignment: write x = x + y)";
   if (word && b->span.len == 3 && !strncmp(word, "def", 3))
     return " (a function is fn NAME(ARGS) { ... } or NAME(ARGS) = EXPR)";
+  if (word && ((b->span.len == 3 && !strncmp(word, "for", 3)) || (b->span.len == 5 && !strncmp(word, "while", 5))))
+    return " (there are no loops: a graph is traced once; write each step, or call a function for each)";
+  if (word && b->span.len == 6 && !strncmp(word, "lambda", 6))
+    return " (a function is NAME(ARGS) = EXPR)";
+  if (word && t->kind == TOK_COMMA && p->pos - 1 == p->stmt_start)
+    return " (one name per assignment: a = 1, then b = 2)";
   if (t->kind == TOK_IDENT && t->span.len == 2 && !strncmp(p->src->text + t->span.off, "if", 2))
     return " (there is no if: where(cond, a, b) picks elementwise)";
   return "";
