@@ -19,7 +19,7 @@ static const char help[] =
   "  :time EXPR   compile time, and run time over repeated runs\n"
   "  :device [cpu|cuda|cuda:N]  where expressions run from now on (no argument: where they run now);\n"
   "          cuda:0,1 or cuda+cpu: train statements split each batch over several GPUs, or GPU and CPU\n"
-  "  :help        this text\n"
+  "  :help        this text; :help NAME: a builtin's arguments, a function's, a tensor's shape\n"
   "  :quit        leave (also Ctrl-D)\n";
 
 typedef struct { Ev *ev; Diag *d; int tty; } Repl;
@@ -93,11 +93,31 @@ static void device(Repl *r, const char *arg) {
   printf("%s\n", err);
 }
 
+// :help NAME: a builtin's usage, a function's parameters, or a value's kind and shape.
+static void help_on(Repl *r, const char *arg) {
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, " \t"), arg);
+  Value *v = ev_lookup(r->ev, name);
+  const Builtin *b = builtin_find(name);
+  if (v && v->kind == V_FUNC && v->fn->kind == FN_USER) {
+    printf("%s(", name);
+    AstNode *def = v->fn->def;
+    for (int i = 0; i < def->nitems; i++) printf("%s%s%s", i ? ", " : "", def->items[i]->str, def->items[i]->kind == AST_KWARG ? "=..." : "");
+    printf("): a function of this session\n");
+  } else if (v && v->kind == V_TENSOR) {
+    char s[128];
+    printf("%s: %s%s\n", name, ir_dtype_name(v->t->dtype), ir_shape_str(r->ev->c, v->t->ndim, v->t->shape, s, sizeof s));
+  } else if (v) printf("%s: %s\n", name, v->kind == V_DATA ? "a data source" : v->kind == V_STR ? "a string" : "a value");
+  else if (b) printf("%s\n", b->usage);
+  else fprintf(stderr, "no name '%s' here (:help alone lists the commands)\n", name);
+}
+
 static void command(Repl *r, const char *line) {
   const char *arg = line + strcspn(line, " \t");
   arg += strspn(arg, " \t");
   size_t n = strcspn(line, " \t");
-  if (!strncmp(line, ":help", n) && n == 5) fputs(help, stdout);
+  if (!strncmp(line, ":help", n) && n == 5 && *arg) help_on(r, arg);
+  else if (!strncmp(line, ":help", n) && n == 5) fputs(help, stdout);
   else if (!strncmp(line, ":ir", n) && n == 3) {
     const char *stage = "dce";
     char buf[64];

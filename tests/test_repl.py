@@ -45,6 +45,10 @@ check(":ir --after=plan shows the schedule", "elementwise -> buf" in out, repr(o
 check(":c shows the generated C", "_entry(void **args)" in out and "expf" in out, repr(out))
 check(":help", ":time EXPR" in out, repr(out))
 check("unknown command", "unknown command :nope" in err, repr(err))
+rc, out, err = piped(":help softmax\nf(a, b=2) = a + b\n:help f\nx = ones([2, 3])\n:help x\n:help nothing\n")
+check(":help NAME: a builtin's usage, a function's parameters, a tensor's shape",
+      "softmax(x, axis=-1)\n" in out and "f(a, b=...)" in out and "x: f32[2, 3]" in out and "no name 'nothing'" in err,
+      repr(out + err))
 
 rc, out, err = piped(":time sum(arange(1000))\n")
 check(":time reports timings", "per run" in out, repr(out + err))
