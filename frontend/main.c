@@ -15,7 +15,7 @@ static const char usage[] =
   "  kiln                      start the REPL (also: kiln repl)\n"
   "  kiln run FILE.kiln        compile and run a program\n"
   "  kiln run -e 'CODE'        compile and run CODE\n"
-  "  kiln run -                 compile and run the program on standard input\n"
+  "  kiln run -                compile and run the program on standard input\n"
   "  kiln ir FILE [--after=STAGE]\n"
   "                            show each graph the program compiles, after STAGE\n"
   "                            (" PIPE_STAGES "; default dce)\n"
