@@ -1274,6 +1274,10 @@ static void check_later_saves(Ev *ev, AstNode *prog, int from) {
     AstNode *t = prog->items[j];
     if (t->kind == AST_SAVE && t->lhs && t->lhs->kind == AST_STR && rt_check_writable(t->lhs->str, err, sizeof err))
       ev_fail(ev, t->span, "this save would fail after training: %s", err);
+    for (int k = 0; t->kind == AST_EVALUATE && k < t->nopts; k++)
+      if (!strcmp(t->opts[k]->str, "save") && t->opts[k]->lhs->kind == AST_STR &&
+          rt_check_writable(t->opts[k]->lhs->str, err, sizeof err))
+        ev_fail(ev, t->opts[k]->span, "this save would fail after training: %s", err);
   }
 }
 
@@ -1293,7 +1297,7 @@ int ev_run(Ev *ev, const char *name, const char *text) {
     ev->calls = 0;
     ev->next_eval = NULL;
     for (int j = i + 1; s->kind == AST_TRAIN && j < prog->nitems && prog->items[j]->kind != AST_TRAIN; j++)
-      if (prog->items[j]->kind == AST_EVALUATE) { ev->next_eval = prog->items[j]; break; }
+      if (prog->items[j]->kind == AST_EVALUATE && !ev_eval_saves(prog->items[j])) { ev->next_eval = prog->items[j]; break; }
     if (s->kind == AST_TRAIN) check_later_saves(ev, prog, i);
     Value v = exec_stmt(ev, ev->globals, s);
     if (ev->echo && s->kind == AST_EXPR_STMT) echo_value(ev, v, s->span);

@@ -143,6 +143,7 @@ uint64_t ev_next_seed(Ev *ev);
 Value ev_data_value(Ev *ev, Env *env, AstNode *s);
 void ev_exec_train(Ev *ev, AstNode *s);
 void ev_exec_evaluate(Ev *ev, AstNode *s);
+int ev_eval_saves(AstNode *s);   // an evaluate statement with save=: it writes rows, not metrics
 void ev_exec_save(Ev *ev, AstNode *s);
 void ev_exec_load(Ev *ev, AstNode *s);
 Value ev_eval_expr(Ev *ev, Env *env, AstNode *e);

@@ -1,5 +1,6 @@
 // The evaluate statement: metrics (batch means or per-example values)
-// averaged over a data split.
+// averaged over a data split; with save="FILE.npy", one value's rows for every
+// example of the split, written in the split's order.
 #include "build.h"
 #include "train_int.h"
 #include "runtime/model.h"
@@ -29,7 +30,19 @@ static const char *metric_name(Ev *ev, AstNode *e, int i) {
   return arena_strdup(ev->arena, b);
 }
 
+// The save= option's node, or NULL.
+static AstNode *save_opt(AstNode *s) {
+  for (int i = 0; i < s->nopts; i++)
+    if (!strcmp(s->opts[i]->str, "save")) return s->opts[i];
+  return NULL;
+}
+
+int ev_eval_saves(AstNode *s) { return s->kind == AST_EVALUATE && save_opt(s); }
+
 void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
+  int saving = save_opt(s) != NULL;
+  if (saving && s->nitems != 1)
+    ev_fail(ev, s->items[1]->span, "evaluate with save= writes one value: give one expression");
   m->n = s->nitems;
   m->names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
   m->log_names = arena_alloc(ev->arena, sizeof(char *) * (m->n + 1));
@@ -38,9 +51,15 @@ void metrics_compile(Ev *ev, AstNode *s, Metrics *m) {
   for (int i = 0; i < m->n; i++) {
     AstNode *e = s->items[i];
     Node *t = ev_tensor(ev, ev_eval_expr(ev, ev->globals, e), e->span, "a metric");
-    if (!ir_is_float(t->dtype)) t = ir_cast(ev->c, t, DT_F64);
-    m->per_example[i] = t->ndim == 1 && t->shape[0].sym && t->shape[0].k == 1;
-    if (t->ndim && !m->per_example[i]) {
+    int rows = t->ndim >= 1 && t->shape[0].sym && t->shape[0].k == 1;   // [B, ...]: a row per example
+    if (saving && !rows) {
+      char b[128];
+      ev_fail(ev, e->span, "evaluate with save= writes a row per example: the value needs the batch as its first axis, "
+              "not shape %s", ir_shape_str(ev->c, t->ndim, t->shape, b, sizeof b));
+    }
+    if (!ir_is_float(t->dtype) && !saving) t = ir_cast(ev->c, t, DT_F64);
+    m->per_example[i] = rows && t->ndim == 1;
+    if (t->ndim && !m->per_example[i] && !saving) {
       char b[128];
       ev_fail(ev, e->span, "a metric must be a scalar (a mean over the batch) or one value per example; this has shape %s",
               ir_shape_str(ev->c, t->ndim, t->shape, b, sizeof b));
@@ -107,7 +126,9 @@ void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
 static int64_t eval_batch(Ev *ev, AstNode *s) {
   int64_t batch = 1000;
   for (int i = 0; i < s->nopts; i++) {
-    if (strcmp(s->opts[i]->str, "batch")) ev_fail(ev, s->opts[i]->span, "evaluate has one option, batch=N, not '%s'", s->opts[i]->str);
+    if (!strcmp(s->opts[i]->str, "save")) continue;
+    if (strcmp(s->opts[i]->str, "batch"))
+      ev_fail(ev, s->opts[i]->span, "evaluate's options are batch=N and save=\"FILE.npy\", not '%s'", s->opts[i]->str);
     batch = ev_const_int(ev, ev_eval_expr(ev, ev->globals, s->opts[i]->lhs), s->opts[i]->span, "batch");
     if (batch < 1) ev_fail(ev, s->opts[i]->span, "batch must be at least 1");
   }
@@ -133,10 +154,70 @@ void build_record_metrics(Ev *ev, AstNode *s, Metrics *m) {
   build_data_spec(ev, s->rhs, SPLIT_TEST, &b->eval_data);
 }
 
+// evaluate X on DATA, save="FILE.npy": X's rows for the split's examples, in order.
+static void metrics_save(Ev *ev, AstNode *s, Metrics *m, const char *path) {
+  const char *dname;
+  RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
+  RtDType want[RT_DATA_MAXCOL];
+  int *col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
+  for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
+  for (int i = 0; i < m->nin; i++)
+    if (m->ins[i]->a.i[0] == ROLE_INPUT) {
+      col[i] = column_of(ev, ds, m->ins[i], dname, s->rhs->span);
+      want[col[i]] = (RtDType)m->ins[i]->dtype;
+    }
+  char err[1024];
+  if (rt_check_writable(path, err, sizeof err)) ev_fail(ev, save_opt(s)->span, "%s", err);
+  Run *run = &trainer(ev)->run;
+  rt_batcher_free(run->eval_batches);
+  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, eval_batch(ev, s), 0, 0, want, rt_spare_cpu(rt_threads(ev->pipe.rt)), err, sizeof err);
+  if (!b) ev_fail(ev, s->span, "%s", err);
+  MetricsRun mr = {ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
+  int64_t limit = ev->topts.eval_examples, n = limit && limit < ds->n ? limit : ds->n, total = 0, got;
+  RtTensor cols[RT_DATA_MAXCOL], out, all = {0};
+  rt_batcher_start(b, 0);
+  while (total < n && (got = rt_batcher_next(b, cols)) > 0) {
+    metrics_batch(&mr, cols, &out);   // errors unwind with longjmp
+    if (!all.data) {
+      int64_t shape[RT_MAXDIM];
+      memcpy(shape, out.shape, sizeof shape);
+      shape[0] = n;
+      all = rt_tensor_new(out.dtype, out.ndim, shape);
+      if (!all.data) { rt_tensor_free(&out); ev_fail(ev, s->span, "out of memory for %lld rows", (long long)n); }
+    }
+    size_t row = rt_tensor_nbytes(&out) / (size_t)(got ? got : 1);
+    int64_t take = got < n - total ? got : n - total;
+    memcpy((char *)all.data + (size_t)total * row, out.data, (size_t)take * row);
+    rt_tensor_free(&out);
+    total += take;
+  }
+  rt_batcher_free(b);
+  run->eval_batches = NULL;
+  if (!all.data) ev_fail(ev, s->span, "%s has no examples to save", dname);
+  int rc = rt_npy_save(path, &all, err, sizeof err);
+  char shape[128];
+  int nd = all.ndim;
+  int64_t *sh = all.shape;
+  size_t k = (size_t)snprintf(shape, sizeof shape, "[");
+  for (int d = 0; d < nd && k < sizeof shape; d++) k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%lld", d ? ", " : "", (long long)sh[d]);
+  rt_tensor_free(&all);
+  if (rc) ev_fail(ev, save_opt(s)->span, "%s", err);
+  fprintf(ev->out, "%s: %s%s] saved to %s\n", m->names[0], rt_dtype_name((RtDType)m->nodes[0]->dtype), shape, path);
+  fflush(ev->out);
+}
+
 void ev_exec_evaluate(Ev *ev, AstNode *s) {
   Metrics m;
   metrics_compile(ev, s, &m);
   if (!m.pr) return;   // kiln ir / emit-c: shown, not run
+  AstNode *save = save_opt(s);
+  if (save && ev->build) return;   // a built binary's predict command writes such rows
+  if (save) {
+    Value p = ev_eval_expr(ev, ev->globals, save->lhs);
+    if (p.kind != V_STR) ev_fail(ev, save->lhs->span, "save= needs a file name in quotes");
+    metrics_save(ev, s, &m, p.s);
+    return;
+  }
   if (ev->build) { build_record_metrics(ev, s, &m); return; }
   double *v = arena_alloc(ev->arena, sizeof(double) * (m.n + 1));
   metrics_run(ev, s, &m, v);

@@ -897,11 +897,12 @@ static AstNode *import_stmt(Parser *p) {
   return n;
 }
 
-// ("," kwarg)*: options after a train or evaluate statement.
+// ("," kwarg)*: options after a train or evaluate statement (save= is one of
+// evaluate's, though `save` is a keyword).
 static int options(Parser *p, AstNode *n) {
   NodeVec v = {0};
   while (consume(p, TOK_COMMA)) {
-    if (!(at(p, TOK_IDENT) && peek_at(p, 1)->kind == TOK_ASSIGN)) {
+    if (!((at(p, TOK_IDENT) || at(p, TOK_SAVE)) && peek_at(p, 1)->kind == TOK_ASSIGN)) {
       expected(p, "an option (name = value)");
       return 0;
     }

@@ -271,6 +271,18 @@ save "%s.safetensors"
     names = [l.split(":")[0] for l in out.splitlines()]
     check("evaluate names repeated metrics apart (mean, mean.2, mean.3)", rc == 0 and names == ["mean", "mean.2", "mean.3"],
           out + err[-600:])
+    # evaluate ... save=: a row per example, in the split's order, across batches and a remainder
+    ids = np.load(os.path.join(TMP, "ids.npy"))
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    rc, out, err = kiln('data t = npy(["ids.npy", "cls.npy"])\ninput ids : i32[B, 4]\n'
+                        'param W : f32[4, 3] = reshape(arange(12), [4, 3]) / 10\n'
+                        'evaluate cast(ids, f32) @ W on t.train, save="rows.npy", batch=7\n'
+                        'evaluate ids[:, 0] on t.train, save="first.npy"\n')
+    rows = np.load(os.path.join(TMP, "rows.npy")) if rc == 0 else None
+    first = np.load(os.path.join(TMP, "first.npy")) if rc == 0 else None
+    check("evaluate save= writes every example's row in order (f32 [N, 3], i32 [N])",
+          rows is not None and rows.shape == (len(ids), 3) and np.allclose(rows, ids.astype(np.float32) @ w, rtol=1e-6)
+          and first.dtype == np.int32 and np.array_equal(first, ids[:, 0]) and "saved to rows.npy" in out, out + err[-600:])
 
 
 def t_checkpoints():
