@@ -55,7 +55,8 @@ int bi_bool(Ev *ev, Args *a, int pos, const char *kw, int def) {
   if (!v) return def;
   double x;
   Node *t = ev_raw(ev, *v, sp, kw);
-  if (!ev_scalar_const(ev, &t, &x)) ev_fail(ev, sp, "%s must be a constant (true or false)", kw);
+  if (!ir_is_scalar_const(t, &x) && !ev_scalar_const(ev, &t, &x))   // any one-element constant, as before
+    ev_fail(ev, sp, "%s must be a constant (true or false)", kw);
   return x != 0;
 }
 
