@@ -128,6 +128,8 @@ static int shape_arg(Ev *ev, const Builtin *b, Args *a, int pos, Dim *shape) {
     Node **part = t->op == OP_CONCAT ? t->src : &t;   // one entry: just its reshape
     int n = t->op == OP_CONCAT ? t->nsrc : 1;
     for (int i = 0; i < n; i++) {
+      if (part[i]->ndim != 1 || part[i]->shape[0].sym || part[i]->shape[0].k != 1)   // concat([shape(x), [3, 3]])
+        ev_fail(ev, sp, "a shape must be a list of constant integers and sizes from dim()");
       Node *e = uncast(part[i]->op == OP_RESHAPE ? part[i]->src[0] : part[i]);   // cast: to the list's i64
       if (symbolic_size(ev, e, &shape[i])) continue;
       double x;
