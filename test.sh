@@ -95,6 +95,9 @@ if [ "${KILN_TEST_ASAN:-1}" != 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
   export KILN_CACHE_DIR=$PWD/build-asan/test-cache
+  # A sanitized kiln runs a few times slower; on a loaded machine one batch of the nn
+  # suite has taken over 300 s (tests/kiln_testlib.py's limit per program).
+  export KILN_TEST_TIMEOUT=${KILN_TEST_TIMEOUT:-900}
   run_suites build-asan asan
 fi
 echo "$total_pass passed, $total_fail failed"

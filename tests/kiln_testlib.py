@@ -221,9 +221,12 @@ class Check:
 
 
 class Suite:
-    def __init__(self, kiln, timeout=300):
+    CHUNK = 150   # checks per kiln process
+
+    def __init__(self, kiln, timeout=None):
         self.kiln = os.path.abspath(kiln)
-        self.timeout = timeout
+        # seconds per program (KILN_TEST_TIMEOUT: test.sh raises it for the sanitized build)
+        self.timeout = timeout or int(os.environ.get("KILN_TEST_TIMEOUT", "300"))
         self.checks = []
         self.names = set()
         self.n = 0
@@ -394,8 +397,11 @@ class Suite:
             for c in self.checks:
                 groups.setdefault((c.threads, c.env), []).append(c)
             for j in range(jobs):   # interleaved, so each worker gets a mix of cheap and costly checks
-                t = threading.Thread(target=self._worker,
-                                     args=([g[j::jobs] for g in groups.values()], os.path.join(tmp, "batch%d.kiln" % j)))
+                # at most CHUNK checks a program: no one process runs for minutes, and a
+                # crash or a timeout costs only its own chunk
+                mine = [chunk for g in groups.values() for chunk in
+                        (g[j::jobs][k:k + self.CHUNK] for k in range(0, len(g[j::jobs]), self.CHUNK))]
+                t = threading.Thread(target=self._worker, args=(mine, os.path.join(tmp, "batch%d.kiln" % j)))
                 t.start()
                 threads.append(t)
             for t in threads:
