@@ -160,14 +160,18 @@ const char *cg_value(Gen *g, Node *n, Index *ix) {
   return cg_compute(g, n, ix);
 }
 
-// An op's C template with $0 $1 $2 replaced by args: the one text both emitters
+// An op's C template with $0 $1 $2 replaced by args and $t by the operands'
+// dtype name (a helper per dtype: kiln_mod_i64): the one text both emitters
 // print (CUDA C takes the same expressions: its prelude supplies what <math.h>
 // and <stdint.h> would, and the rt_rand_* functions as device code).
-void cg_template(char *expr, size_t len, const char *tpl, const char *const *args) {
+void cg_template(char *expr, size_t len, const char *tpl, const char *const *args, DType t) {
   size_t k = 0;
   for (const char *p = tpl; *p && k < len - 32; p++) {
     if (*p == '$' && p[1] >= '0' && p[1] <= '2') {
       k += snprintf(expr + k, len - k, "%s", args[p[1] - '0']);
+      p++;
+    } else if (*p == '$' && p[1] == 't') {
+      k += snprintf(expr + k, len - k, "%s", ir_dtype_name(t));
       p++;
     } else {
       expr[k++] = *p;
@@ -184,7 +188,7 @@ const char *cg_op_text(Op op, DType operands) {
 static void emit_template(Gen *g, Node *n, const char **args, char *t) {
   DType sel = n->nsrc ? n->src[n->nsrc - 1]->dtype : n->dtype;   // operands' dtype picks the text
   char expr[1024];
-  cg_template(expr, sizeof expr, cg_op_text(n->op, sel), args);
+  cg_template(expr, sizeof expr, cg_op_text(n->op, sel), args, sel);
   cg_line(g, "%s %s = %s;", cg_ctype(n->dtype), cg_tmp(g, t), expr);
 }
 

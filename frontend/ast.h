@@ -60,7 +60,7 @@ typedef enum {
 } AstKind;
 
 typedef enum {
-  B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MATMUL,
+  B_ADD, B_SUB, B_MUL, B_DIV, B_FLOORDIV, B_MOD, B_POW, B_MATMUL,
   B_LT, B_LE, B_GT, B_GE, B_EQ, B_NE, B_AND, B_OR,
   B_COUNT
 } BinOp;

@@ -14,7 +14,7 @@ static const char *kind_names[AST_KIND_COUNT] = {
 };
 
 static const char *binop_strs[B_COUNT] = {
-  [B_ADD] = "+", [B_SUB] = "-", [B_MUL] = "*", [B_DIV] = "/", [B_POW] = "^",
+  [B_ADD] = "+", [B_SUB] = "-", [B_MUL] = "*", [B_DIV] = "/", [B_FLOORDIV] = "//", [B_MOD] = "%", [B_POW] = "^",
   [B_MATMUL] = "@", [B_LT] = "<", [B_LE] = "<=", [B_GT] = ">", [B_GE] = ">=",
   [B_EQ] = "==", [B_NE] = "!=", [B_AND] = "and", [B_OR] = "or",
 };

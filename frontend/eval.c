@@ -151,6 +151,7 @@ static const char *const other_names[][2] = {
   {"len", "dim(x, 0)"}, {"size", "dim(x, axis) or shape(x)"}, {"range", "arange"},
   {"concatenate", "concat"}, {"cat", "concat"}, {"amax", "max"}, {"amin", "min"}, {"clamp", "clip"},
   {"expand_dims", "x[:, None] or reshape"}, {"unsqueeze", "x[:, None] or reshape"}, {"squeeze", "reshape"},
+  {"remainder", "mod or %"}, {"fmod", "mod or %, whose result takes the divisor's sign, not the dividend's"}, {"floor_divide", "floordiv or //"},
   {"view", "reshape"}, {"square", "x ^ 2"}, {"power", "pow or ^"}, {"dot", "@"}, {"mm", "@"},
   {"cross_entropy", "softmax_cross_entropy"}, {"binary_cross_entropy_with_logits", "sigmoid_cross_entropy"},
   {"Linear", "dense (import \"nn\")"}, {"Conv2d", "conv (import \"nn\")"},
@@ -379,7 +380,7 @@ void ev_unify_weak(Ev *ev, Value *a, Value *b, Span sa, Span sb, int widen) {
 }
 
 static const Op binop_ir[B_COUNT] = {
-  [B_ADD] = OP_ADD, [B_SUB] = OP_SUB, [B_MUL] = OP_MUL, [B_DIV] = OP_DIV, [B_POW] = OP_POW,
+  [B_ADD] = OP_ADD, [B_SUB] = OP_SUB, [B_MUL] = OP_MUL, [B_DIV] = OP_DIV, [B_FLOORDIV] = OP_FLOORDIV, [B_MOD] = OP_MOD, [B_POW] = OP_POW,
   [B_LT] = OP_LT, [B_LE] = OP_LE, [B_GT] = OP_GT, [B_GE] = OP_GE, [B_EQ] = OP_EQ, [B_NE] = OP_NE,
   [B_AND] = OP_AND, [B_OR] = OP_OR,
 };

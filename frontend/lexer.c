@@ -287,12 +287,14 @@ static TokKind punct(const char *p, const char *end, int *len) {
   if (p[0] == '!' && next == '=') return TOK_NE;
   if (p[0] == '<' && next == '=') return TOK_LE;
   if (p[0] == '>' && next == '=') return TOK_GE;
+  if (p[0] == '/' && next == '/') return TOK_SLASHSLASH;
   *len = 1;
   switch (p[0]) {
   case '+': return TOK_PLUS;
   case '-': return TOK_MINUS;
   case '*': return TOK_STAR;
   case '/': return TOK_SLASH;
+  case '%': return TOK_PERCENT;
   case '^': return TOK_CARET;
   case '@': return TOK_AT;
   case '(': return TOK_LPAREN;
@@ -347,7 +349,7 @@ static void lex_punct(Lexer *L) {
       error_tok(L, L->cur, L->cur + 1, "unexpected character '\\x%02x'", c);
     else
       error_tok(L, L->cur, L->cur + n, "unexpected character '%.*s'%s", n, L->cur,
-                c == '%' ? " (there is no %: a - floor(a / b) * b)" : c == '&' ? " (logical and is `and`)"
+                c == '&' ? " (logical and is `and`)"
                 : c == '|' ? " (logical or is `or`)" : "");
     L->cur += n;
     return;

@@ -20,6 +20,7 @@
   X(TOK_ERROR, "invalid token") X(TOK_IDENT, "name") X(TOK_NUM, "number")      \
   X(TOK_STR, "string")                                                         \
   X(TOK_PLUS, "+") X(TOK_MINUS, "-") X(TOK_STAR, "*") X(TOK_SLASH, "/")        \
+  X(TOK_SLASHSLASH, "//") X(TOK_PERCENT, "%")                                  \
   X(TOK_CARET, "^") X(TOK_AT, "@") X(TOK_LPAREN, "(") X(TOK_RPAREN, ")")       \
   X(TOK_LBRACK, "[") X(TOK_RBRACK, "]") X(TOK_LBRACE, "{") X(TOK_RBRACE, "}")  \
   X(TOK_COMMA, ",") X(TOK_COLON, ":") X(TOK_SEMI, ";") X(TOK_ASSIGN, "=")      \

@@ -183,10 +183,10 @@ static const char *python_hint(Parser *p, Token *t) {
   int joined = b && b->span.off + b->span.len == t->span.off;   // no blank between: one operator to Python
   const char *word = b && b->kind == TOK_IDENT ? p->src->text + b->span.off : NULL;
   if (joined && b->kind == TOK_STAR && t->kind == TOK_STAR) return " (a power is written a ^ b)";
-  if (joined && b->kind == TOK_SLASH && t->kind == TOK_SLASH) return " (there is no integer division: floor(a / b))";
   if (joined && b->kind == TOK_LT && t->kind == TOK_GT) return " (not equal is !=)";
   if (joined && t->kind == TOK_ASSIGN &&
-      (b->kind == TOK_PLUS || b->kind == TOK_MINUS || b->kind == TOK_STAR || b->kind == TOK_SLASH))
+      (b->kind == TOK_PLUS || b->kind == TOK_MINUS || b->kind == TOK_STAR || b->kind == TOK_SLASH ||
+       b->kind == TOK_SLASHSLASH || b->kind == TOK_PERCENT))
     return " (there is no compound assignment: write x = x + y)";
   if (word && b->span.len == 3 && !strncmp(word, "def", 3))
     return " (a function is fn NAME(ARGS) { ... } or NAME(ARGS) = EXPR)";
@@ -571,12 +571,13 @@ static AstNode *unary(Parser *p) {
   return x ? new_unary(p, op->kind == TOK_MINUS ? U_NEG : U_PLUS, op, x) : NULL;
 }
 
-// mul = unary (("*" | "/" | "@") unary)*
+// mul = unary (("*" | "/" | "//" | "%" | "@") unary)*
 static AstNode *mul(Parser *p) {
   AstNode *n = unary(p);
-  while (n && (at(p, TOK_STAR) || at(p, TOK_SLASH) || at(p, TOK_AT))) {
+  while (n && (at(p, TOK_STAR) || at(p, TOK_SLASH) || at(p, TOK_SLASHSLASH) || at(p, TOK_PERCENT) || at(p, TOK_AT))) {
     Token *op = advance(p);
-    int bop = op->kind == TOK_STAR ? B_MUL : op->kind == TOK_SLASH ? B_DIV : B_MATMUL;
+    int bop = op->kind == TOK_STAR ? B_MUL : op->kind == TOK_SLASH ? B_DIV : op->kind == TOK_SLASHSLASH ? B_FLOORDIV
+            : op->kind == TOK_PERCENT ? B_MOD : B_MATMUL;
     AstNode *r = unary(p);
     n = r ? new_binary(p, bop, op, n, r) : NULL;
   }

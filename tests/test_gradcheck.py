@@ -236,6 +236,17 @@ def binary(T, rng):
             tag = "%s %s" % ("x".join(map(str, sa)) or "s", "x".join(map(str, sb)) or "s")
             for k in (0, 1):
                 T.op("%s %s wrt %s" % (op, tag, "ab"[k]), kexpr, fn, [(a, "f64"), (b, "f64")], argnum=k)
+    # % and //, on a generator of their own (the checks after them draw what
+    # they drew before these existed); a / b kept 0.2 or more from an integer
+    r2 = np.random.default_rng(80)
+    T2 = GC(T.S, r2)
+    b = f32(np.where(r2.random((2, 3)) < 0.5, -1, 1) * r2.uniform(0.5, 2, (2, 3)))
+    a = f32(b * (r2.integers(-3, 4, (2, 3)) + r2.uniform(0.2, 0.8, (2, 3))))
+    for k in (0, 1):
+        T2.op("mod a %% b wrt %s" % "ab"[k], "a % b", np.remainder, [(a, "f64"), (b, "f64")], argnum=k)
+        T2.op("floordiv a // b wrt %s (zero)" % "ab"[k], "a // b", np.floor_divide, [(a, "f64"), (b, "f64")], argnum=k)
+    T2.op("mod by a scalar", "mod(a, 0.75) * a", lambda a: a, [(f32(r2.uniform(0.1, 0.6, (4,)) + 0.75 * r2.integers(-2, 3, 4)), "f64")])
+
     # powers with constant exponents, including negative bases
     x = away_from(rng, (2, 3), [0], gap=0.2)
     for e in ("2", "3", "-1", "0.5 * 2", "-2"):

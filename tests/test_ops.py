@@ -878,12 +878,68 @@ def large(S, rng):
           expect_close(np.log(10), rtol=1e-5))
 
 
+def divmod_ops(S, rng):
+    """// and % (floordiv, mod): NumPy's floor_divide and remainder, in every
+    dtype, with negative operands, zero divisors and the most negative integer
+    over -1. On a generator of their own (the checks after them draw what they
+    drew before these existed)."""
+    r = np.random.default_rng(79)
+    a = f32(r.standard_normal((3, 4)) * 5)
+    b = f32(np.where(r.random(4) < 0.5, -1, 1) * r.uniform(0.3, 3, 4))
+    for dt in ("f32", "f64"):
+        for op, fn, name in (("//", np.floor_divide, "floordiv"), ("%", np.remainder, "mod")):
+            ref = fn(a.astype(np.float32), b.astype(np.float32)).astype(np.float64) if dt == "f32" else fn(a, b)
+            S.add("divmod %s %s 3x4 4" % (dt, op), [], "(%s %s %s)" % (lit(a, dt), op, lit(b, dt)), expect_exact(ref))
+            S.add("divmod %s %s() scalar divisor" % (dt, name), [], "%s(%s, -2.5)" % (name, lit(a, dt)),
+                  expect_exact(fn(a, -2.5)))
+    # the quotient agrees with the remainder where floor(a / b) would not
+    S.add("divmod 1 // 0.1 is 9", [], "cast(1, f64) // cast(0.1, f64)", expect_exact(9.0))
+    S.add("divmod 1 % 0.1", [], "cast(1, f64) % cast(0.1, f64)", expect_exact(np.remainder(1.0, 0.1)))
+    S.add("divmod float by zero", [], "%s // 0" % lit([1.0, -1.0, 0.0]), expect_close([np.inf, -np.inf, np.nan]))
+    S.add("divmod float mod zero", [], "%s %% 0" % lit([1.0, -1.0, 0.0]), expect_close([np.nan] * 3))
+    S.add("divmod signed zeros", [], "1 / (%s %% %s)" % (lit([2.0, -2.0, 2.0]), lit([2.0, 2.0, -2.0])),
+          expect_exact([np.inf, np.inf, -np.inf]))
+    S.add("divmod infinite divisor", [], "%s %% (1 / 0)" % lit([1.0, -1.0]),
+          expect_close(np.remainder([1.0, -1.0], np.inf)))
+    ai = r.integers(-20, 20, (3, 4))
+    bi = r.integers(1, 7, (4,)) * np.where(r.random(4) < 0.5, -1, 1)
+    bz = np.array([3, 0, -1, -4])
+    with np.errstate(divide="ignore", over="ignore"):
+        for dt, npt in (("i32", np.int32), ("i64", np.int64)):
+            for op, fn in (("//", np.floor_divide), ("%", np.remainder)):
+                S.add("divmod %s %s" % (dt, op), [], "(%s %s %s)" % (lit(ai, dt), op, lit(bi, dt)), expect_exact(fn(ai, bi)))
+                S.add("divmod %s %s by zero and -1" % (dt, op), [], "(%s %s %s)" % (lit(ai, dt), op, lit(bz, dt)),
+                      expect_exact(fn(ai, bz)))
+                lo = np.array([np.iinfo(npt).min], npt)
+                # scalars (a list literal is f32 first); the literal -2^63 is out of range: one more, less 1
+                S.add("divmod %s min %s -1" % (dt, op), [], "((cast(%d, %s) - 1) %s cast(-1, %s))" % (lo[0] + 1, dt, op, dt),
+                      expect_exact(fn(lo, np.array([-1], npt))[0]))
+    # computed by the kernels (arange is not folded): divisors through zero and -1
+    for dt, npt in (("f32", np.float32), ("f64", np.float64), ("i32", np.int32), ("i64", np.int64)):
+        x = np.arange(-60, 60).astype(npt)
+        if dt in ("f32", "f64"):
+            xs, ds = "(arange(-60, 60, dtype=%s) * 3.7)" % dt, "(arange(120, dtype=%s) * 0.1 - 6)" % dt
+            xv, dv = x * npt(3.7), np.arange(120).astype(npt) * npt(0.1) - npt(6)
+        else:
+            xs, ds = "arange(-60, 60, dtype=%s)" % dt, "(arange(120, dtype=%s) %% 13 - 6)" % dt
+            xv, dv = x, np.arange(120).astype(npt) % 13 - 6
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for op, fn in (("//", np.floor_divide), ("%", np.remainder)):
+                S.add("divmod kernel %s %s" % (dt, op), [], "%s %s %s" % (xs, op, ds),
+                      expect_close(fn(xv, dv).astype(np.float64), rtol=1e-5, atol=1e-5))
+    S.add("divmod weak ints stay integers", [], "[7 // 2, -7 // 2, 7 % -3, -7 % 3]", expect_exact([3, -4, -2, 2]))
+    S.add("divmod precedence as *", [], "7 - 5 % 3 * 2 + 9 // 2 ^ 2", expect_exact(7 - 5 % 3 * 2 + 9 // 2 ** 2))
+    S.add("divmod bool operands count", [], "cast(%s, bool) %% 2" % lit([1, 0]), expect_exact([1, 0]))
+    S.add("divmod even mask", [], "arange(6, dtype=i64) % 2 == 0", expect_exact(np.arange(6) % 2 == 0))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
     compare(S, rng)
     where_ops(S, rng)
     clip_ops(S, rng)
+    divmod_ops(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)

@@ -1404,6 +1404,25 @@ static void run_epilogue_case(const char *name, IrGraph *(*build)(IrCtx *, const
 static volatile double fold_a[10] = {-2.5, -1, -0.5, 0, 0.25, 1, 1.5, 3, NAN, INFINITY};
 static volatile double fold_b[10] = {1.5, -2, 0.5, 2, -0.75, 3, 0.3, -1, 2, -INFINITY};
 
+// NumPy's floor_divide and remainder (npy_divmod), which codegen/divmod_text.c
+// prints for the kernels, written out once per float type.
+#define REF_DIVMOD(T, S, FMOD, FLOOR, COPYSIGN)                                        \
+  static T ref_mod_##S(T a, T b) {                                                     \
+    T m = FMOD(a, b);                                                                  \
+    if (b == 0 || m == 0) return b == 0 ? m : COPYSIGN(0, b);                          \
+    return (b < 0) != (m < 0) ? m + b : m;                                             \
+  }                                                                                    \
+  static T ref_floordiv_##S(T a, T b) {                                                \
+    if (b == 0) return a / b;                                                          \
+    T m = FMOD(a, b), d = (a - m) / b;                                                 \
+    if (m != 0 && (b < 0) != (m < 0)) d -= 1;                                          \
+    if (d == 0) return COPYSIGN(0, a / b);                                             \
+    return d - FLOOR(d) > (T)0.5 ? FLOOR(d) + 1 : FLOOR(d);                            \
+  }
+REF_DIVMOD(float, f32, fmodf, floorf, copysignf)
+REF_DIVMOD(double, f64, fmod, floor, copysign)
+#undef REF_DIVMOD
+
 // The emitter's C for each elementwise op (ops.def c_f32), written out.
 static int ref_f32(Op op, float a, float b, float *r) {
   switch (op) {
@@ -1431,6 +1450,8 @@ static int ref_f32(Op op, float a, float b, float *r) {
   case OP_MUL: *r = (a * b); return 1;
   case OP_DIV: *r = (a / b); return 1;
   case OP_POW: *r = powf(a, b); return 1;
+  case OP_FLOORDIV: *r = ref_floordiv_f32(a, b); return 1;
+  case OP_MOD: *r = ref_mod_f32(a, b); return 1;
   case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
   case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
   case OP_LT: *r = (a < b); return 1;
@@ -1470,6 +1491,8 @@ static int ref_f64(Op op, double a, double b, double *r) {
   case OP_MUL: *r = (a * b); return 1;
   case OP_DIV: *r = (a / b); return 1;
   case OP_POW: *r = pow(a, b); return 1;
+  case OP_FLOORDIV: *r = ref_floordiv_f64(a, b); return 1;
+  case OP_MOD: *r = ref_mod_f64(a, b); return 1;
   case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
   case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
   case OP_LT: *r = (a < b); return 1;
@@ -1532,17 +1555,18 @@ static void test_fold_float_ops(void) {
 }
 
 static void test_fold_int_ops(void) {
-  static const Op ops[] = {OP_NEG, OP_ABS, OP_SIGN, OP_RELU, OP_ADD, OP_SUB, OP_MUL, OP_MAXIMUM, OP_MINIMUM, OP_LT, OP_EQ, OP_GE};
-  double av[6] = {-7, 0, 5, 2147483647, -2147483648.0, 3}, bv[6] = {2, -3, 5, 1, -1, -4};
+  static const Op ops[] = {OP_NEG, OP_ABS, OP_SIGN, OP_RELU, OP_ADD, OP_SUB, OP_MUL, OP_FLOORDIV, OP_MOD,
+                           OP_MAXIMUM, OP_MINIMUM, OP_LT, OP_EQ, OP_GE};
+  double av[7] = {-7, 0, 5, 2147483647, -2147483648.0, 3, 7}, bv[7] = {2, -3, 5, 1, -1, -4, 0};
   for (size_t j = 0; j < sizeof ops / sizeof ops[0]; j++)
     for (int t = DT_I32; t <= DT_I64; t++) {
       Op op = ops[j];
       IrCtx *c = ir_ctx_new();
-      Node *a = cst(c, (DType)t, "6", av), *b = cst(c, (DType)t, "6", bv);
+      Node *a = cst(c, (DType)t, "7", av), *b = cst(c, (DType)t, "7", bv);
       Node *n = ir_ops[op].nsrc == 1 ? un(c, op, a) : bin(c, op, a, b);
       const Node *k = folded(c, n, NULL);
       int ok = k && k->dtype == n->dtype;
-      for (int i = 0; ok && i < 6; i++) {
+      for (int i = 0; ok && i < 7; i++) {
         int64_t x = (int64_t)av[i], y = (int64_t)bv[i], r;
         uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
         switch (op) {   // two's complement wrap-around, as int32_t/int64_t temporaries give
@@ -1553,6 +1577,9 @@ static void test_fold_int_ops(void) {
         case OP_ADD: r = (int64_t)(ux + uy); break;
         case OP_SUB: r = (int64_t)(ux - uy); break;
         case OP_MUL: r = (int64_t)(ux * uy); break;
+        // Python's // and % (NumPy's: 0 for a zero divisor; -2^31 // -1 wraps in i32)
+        case OP_FLOORDIV: r = y == 0 ? 0 : (int64_t)floor((double)x / (double)y); break;
+        case OP_MOD: r = y == 0 ? 0 : x - (int64_t)floor((double)x / (double)y) * y; break;
         case OP_MAXIMUM: r = x > y ? x : y; break;
         case OP_MINIMUM: r = x < y ? x : y; break;
         case OP_LT: r = x < y; break;

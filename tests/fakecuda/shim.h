@@ -29,6 +29,7 @@ double log1p(double); float log1pf(float); double pow(double, double); float pow
 double rint(double); float rintf(float); double sin(double); float sinf(float);
 double sqrt(double); float sqrtf(float); double tanh(double); float tanhf(float);
 double erf(double); float erff(float);
+double fmod(double, double); float fmodf(float, float); double copysign(double, double); float copysignf(float, float);
 void *memcpy(void *, const void *, kiln_size_t);
 void *calloc(kiln_size_t, kiln_size_t);
 void free(void *);
