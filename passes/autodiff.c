@@ -80,7 +80,7 @@ static Node *bcast_to(GradCtx *g, Node *a, Node *like) {
 #define NO_GRAD(name) \
   static Node *grad_##name(GradCtx *g, Node *n, Node *adj, int i) { return NULL; }
 NO_GRAD(CONST) NO_GRAD(INPUT) NO_GRAD(IOTA) NO_GRAD(RNG) NO_GRAD(DIMV)
-NO_GRAD(NOT) NO_GRAD(LT) NO_GRAD(LE) NO_GRAD(GT) NO_GRAD(GE) NO_GRAD(EQ) NO_GRAD(NE)
+NO_GRAD(ISNAN) NO_GRAD(ISINF) NO_GRAD(ISFINITE) NO_GRAD(NOT) NO_GRAD(LT) NO_GRAD(LE) NO_GRAD(GT) NO_GRAD(GE) NO_GRAD(EQ) NO_GRAD(NE)
 NO_GRAD(AND) NO_GRAD(OR) NO_GRAD(ARGMAX) NO_GRAD(ARGMIN)
 // Piecewise constant: zero almost everywhere.
 NO_GRAD(SIGN) NO_GRAD(FLOOR) NO_GRAD(CEIL) NO_GRAD(ROUND) NO_GRAD(FLOORDIV)

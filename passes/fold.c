@@ -224,9 +224,14 @@ static int ew_int(Op op, const Num *x, Num *r) {
   return 1;
 }
 
-// Comparisons in the operands' dtype (float widens to double exactly).
+// Comparisons and the float classes in the operands' dtype (float widens to
+// double exactly; an integer is always finite).
 static int64_t compare(Op op, DType t, Num a, Num b) {
   int lt, eq, gt;
+  if (op == OP_ISNAN || op == OP_ISINF || op == OP_ISFINITE) {
+    double x = t == DT_F32 ? a.f : t == DT_F64 ? a.d : 0;
+    return op == OP_ISNAN ? isnan(x) : op == OP_ISINF ? isinf(x) : isfinite(x);
+  }
   if (ir_is_float(t)) {
     double x = t == DT_F32 ? a.f : a.d, y = t == DT_F32 ? b.f : b.d;
     lt = x < y; eq = x == y; gt = x > y;

@@ -933,6 +933,25 @@ def divmod_ops(S, rng):
     S.add("divmod even mask", [], "arange(6, dtype=i64) % 2 == 0", expect_exact(np.arange(6) % 2 == 0))
 
 
+def classes(S, rng):
+    """isnan, isinf, isfinite against NumPy: folded literals and kernels, floats
+    and integers (always finite)."""
+    vals = "[0, 1 / 0, -1 / 0, 0 / 0, -2.5, 3e38 * 10]"
+    ref = np.array([0, np.inf, -np.inf, np.nan, -2.5, np.inf], np.float32)
+    for fn in ("isnan", "isinf", "isfinite"):
+        f = getattr(np, fn)
+        for dt in ("f32", "f64"):
+            S.add("class %s %s" % (fn, dt), [], "%s(cast(%s, %s))" % (fn, vals, dt), expect_exact(f(ref)))
+        # kernels: -2/0 .. 2/0 over an iota (not folded)
+        x = np.arange(-2, 3, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            S.add("class %s kernel" % fn, [], "%s(arange(-2, 3, dtype=f64) / 0)" % fn, expect_exact(f(x / 0)))
+        for dt in ("i32", "i64", "bool"):
+            S.add("class %s %s" % (fn, dt), [], "%s(cast(arange(3), %s))" % (fn, dt),
+                  expect_exact(f(np.arange(3))))
+    S.add("class where isfinite", [], "where(isfinite(arange(-1, 2) / 0), 1, 7)", expect_exact([7, 7, 7]))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
@@ -940,6 +959,7 @@ def build(S, rng):
     where_ops(S, rng)
     clip_ops(S, rng)
     divmod_ops(S, rng)
+    classes(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)

@@ -307,6 +307,9 @@ static double ew_ref(const Node *n, const double *x) {
   case OP_POW: return pow(a, b);
   case OP_MAXIMUM: return a > b || a != a ? a : b;
   case OP_MINIMUM: return a < b || a != a ? a : b;
+  case OP_ISNAN: return isnan(a);
+  case OP_ISINF: return isinf(a);
+  case OP_ISFINITE: return isfinite(a);
   case OP_LT: return a < b;
   case OP_LE: return a <= b;
   case OP_GT: return a > b;
@@ -1454,6 +1457,9 @@ static int ref_f32(Op op, float a, float b, float *r) {
   case OP_MOD: *r = ref_mod_f32(a, b); return 1;
   case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
   case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
+  case OP_ISNAN: *r = (a != a); return 1;
+  case OP_ISINF: *r = (a == a && a - a != 0); return 1;
+  case OP_ISFINITE: *r = (a - a == 0); return 1;
   case OP_LT: *r = (a < b); return 1;
   case OP_LE: *r = (a <= b); return 1;
   case OP_GT: *r = (a > b); return 1;
@@ -1495,6 +1501,9 @@ static int ref_f64(Op op, double a, double b, double *r) {
   case OP_MOD: *r = ref_mod_f64(a, b); return 1;
   case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
   case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
+  case OP_ISNAN: *r = (a != a); return 1;
+  case OP_ISINF: *r = (a == a && a - a != 0); return 1;
+  case OP_ISFINITE: *r = (a - a == 0); return 1;
   case OP_LT: *r = (a < b); return 1;
   case OP_LE: *r = (a <= b); return 1;
   case OP_GT: *r = (a > b); return 1;
