@@ -537,6 +537,29 @@ static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ir_cast(ev->c, eq, bi_dtype(ev, a, 2, DT_F32)));
 }
 
+// tril(x, k=0), triu(x, k=0): x with zeros above (tril) or below (triu) the
+// k-th diagonal of its last two axes, as in NumPy and PyTorch (k > 0: above the
+// main one). The mask is iota arithmetic: symbolic sizes work, the gradient is
+// where's, and a causal attention mask is where(tril(ones([T, T])) > 0, s, -1/0).
+static Value b_tri(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "k", NULL};
+  bi_check(ev, b, a, 2, kws);
+  IrCtx *c = ev->c;
+  Span sp = a->span, ksp = a->span;
+  Node *x = ev_tensor(ev, bi_need(ev, b, a, 0, "x", &sp), sp, "x");
+  if (x->ndim < 2) {
+    char buf[128];
+    ev_fail(ev, sp, "%s needs a tensor of rank 2 or more (a matrix, or a batch of them), got shape %s", b->name,
+            ir_shape_str(c, x->ndim, x->shape, buf, sizeof buf));
+  }
+  Value *kv = bi_arg(a, 1, "k", &ksp);
+  int64_t k = kv ? ev_const_int(ev, *kv, ksp, "k") : 0;
+  Dim s[2] = {x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
+  Node *off = ir_binary(c, OP_SUB, ir_iota(c, DT_I64, 2, s, 1), ir_iota(c, DT_I64, 2, s, 0));   // column - row
+  Node *keep = ir_binary(c, b->name[3] == 'l' ? OP_LE : OP_GE, off, ir_scalar(c, DT_I64, (double)k));
+  return ev_tval(ev_check(ev, ir_where(c, keep, x, ir_scalar(c, x->dtype, 0)), a->span));
+}
+
 // NumPy and PyTorch refuse these too: a negative std, an empty or reversed range.
 void ev_check_random(Ev *ev, int normal, double p0, double p1, Span sp0, Span sp1) {
   const char *fn = normal ? "normal" : "uniform";
@@ -631,6 +654,8 @@ static const Builtin named[] = {
   {"arange", b_arange, 0, "arange(stop) or arange(start, stop, step=1, dtype=f32)"},
   {"linspace", b_linspace, 0, "linspace(start, stop, num=50, dtype=f32)"},
   {"eye", b_eye, 0, "eye(n, m=n, dtype=f32)"},
+  {"tril", b_tri, 0, "tril(x, k=0)  (zeros above the k-th diagonal of the last two axes)"},
+  {"triu", b_tri, 0, "triu(x, k=0)  (zeros below the k-th diagonal of the last two axes)"},
   {"normal", b_random, 0, "normal(shape, mean=0, std=1, seed=, dtype=f32)"},
   {"uniform", b_random, 0, "uniform(shape, low=0, high=1, seed=, dtype=f32)"},
   {"grad", b_grad, 0, "grad(f, argnum=0) or grad(expr, wrt)"},

@@ -245,6 +245,8 @@ def binary(T, rng):
     for k in (0, 1):
         T2.op("mod a %% b wrt %s" % "ab"[k], "a % b", np.remainder, [(a, "f64"), (b, "f64")], argnum=k)
         T2.op("floordiv a // b wrt %s (zero)" % "ab"[k], "a // b", np.floor_divide, [(a, "f64"), (b, "f64")], argnum=k)
+    T2.op("tril of a batch", "tril(a, -1) * a", lambda a: a, [(_any(r2, (2, 3, 4)), "f64")])
+    T2.op("triu", "triu(a) ^ 2", lambda a: a, [(_any(r2, (3, 3)), "f64")])
     T2.op("mod by a scalar", "mod(a, 0.75) * a", lambda a: a, [(f32(r2.uniform(0.1, 0.6, (4,)) + 0.75 * r2.integers(-2, 3, 4)), "f64")])
 
     # powers with constant exponents, including negative bases

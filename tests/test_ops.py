@@ -952,6 +952,24 @@ def classes(S, rng):
     S.add("class where isfinite", [], "where(isfinite(arange(-1, 2) / 0), 1, 7)", expect_exact([7, 7, 7]))
 
 
+def tri_ops(S, rng):
+    """tril and triu against NumPy: k below, on and above the diagonal, a batch
+    of matrices, integer and bool dtypes, and on kernels (arange: not folded)."""
+    r = np.random.default_rng(81)
+    a = f32(r.standard_normal((3, 4)))
+    b = f32(r.standard_normal((2, 3, 5)))
+    for fn in ("tril", "triu"):
+        f = getattr(np, fn)
+        for k in (-1, 0, 1, 5):
+            S.add("tri %s 3x4 k=%d" % (fn, k), [], "%s(%s, %d)" % (fn, lit(a), k), expect_exact(f(a, k)))
+        S.add("tri %s batch k keyword" % fn, [], "%s(%s, k=-2)" % (fn, lit(b)), expect_exact(f(b, k=-2)))
+        S.add("tri %s i32" % fn, [], "%s(cast(%s, i32))" % (fn, lit(np.arange(9).reshape(3, 3))),
+              expect_exact(f(np.arange(9).reshape(3, 3))))
+        S.add("tri %s bool" % fn, [], "%s(ones([3, 3], dtype=bool), 1)" % fn, expect_exact(f(np.ones((3, 3), bool), 1)))
+        S.add("tri %s kernel" % fn, [], "%s(reshape(arange(70, dtype=f64), [2, 5, 7]), 2)" % fn,
+              expect_exact(f(np.arange(70.0).reshape(2, 5, 7), 2)))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
@@ -960,6 +978,7 @@ def build(S, rng):
     clip_ops(S, rng)
     divmod_ops(S, rng)
     classes(S, rng)
+    tri_ops(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)
