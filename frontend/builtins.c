@@ -654,6 +654,7 @@ static const Builtin named[] = {
   {"arange", b_arange, 0, "arange(stop) or arange(start, stop, step=1, dtype=f32)"},
   {"linspace", b_linspace, 0, "linspace(start, stop, num=50, dtype=f32)"},
   {"eye", b_eye, 0, "eye(n, m=n, dtype=f32)"},
+  {"einsum", b_einsum, 0, "einsum(spec, a, ...)  (NumPy's subscripts: einsum(\"bij,bjk->bik\", a, b))"},
   {"tril", b_tri, 0, "tril(x, k=0)  (zeros above the k-th diagonal of the last two axes)"},
   {"triu", b_tri, 0, "triu(x, k=0)  (zeros below the k-th diagonal of the last two axes)"},
   {"normal", b_random, 0, "normal(shape, mean=0, std=1, seed=, dtype=f32)"},

@@ -37,6 +37,8 @@ int conv_lowering_by_name(const char *s);     // -1 if none
 int conv_choose(Ev *ev, const ConvShape *s, int forced);
 Node *conv_build(IrCtx *c, int lowering, const ConvShape *s, Node *x, Node *w, const int64_t *win, const int64_t *pad_end);
 
+Value b_einsum(Ev *ev, const Builtin *b, Args *a);   // einsum.c
+
 const Builtin *nn_builtin_find(const char *name);     // nn.c: conv2d, pooling, dropout, ...
 const Builtin *data_builtin_find(const char *name);   // data.c: idx, cifar10, csv, npy
 const Builtin *nn_builtins(int *n);     // the whole tables

@@ -247,6 +247,12 @@ def binary(T, rng):
         T2.op("floordiv a // b wrt %s (zero)" % "ab"[k], "a // b", np.floor_divide, [(a, "f64"), (b, "f64")], argnum=k)
     T2.op("tril of a batch", "tril(a, -1) * a", lambda a: a, [(_any(r2, (2, 3, 4)), "f64")])
     T2.op("triu", "triu(a) ^ 2", lambda a: a, [(_any(r2, (3, 3)), "f64")])
+    for spec, sa, sb in (("ij,jk->ik", (2, 3), (3, 4)), ("bhqd,bhkd->bhqk", (2, 2, 3, 4), (2, 2, 2, 4)),
+                         ("i,j->ij", (3,), (2,)), ("ij,ij->i", (2, 3), (2, 3)), ("...j,jk", (2, 2, 3), (3, 2))):
+        for k in (0, 1):
+            T2.op("einsum %s wrt %s" % (spec, "ab"[k]), "einsum(\"%s\", a, b)" % spec, lambda a, b, spec=spec: np.einsum(spec, a, b),
+                  [(_any(r2, sa), "f64"), (_any(r2, sb), "f64")], argnum=k)
+    T2.op("einsum diagonal ii->i", "einsum(\"ii->i\", a) ^ 2", lambda a: np.diagonal(a), [(_any(r2, (3, 3)), "f64")])
     T2.op("mod by a scalar", "mod(a, 0.75) * a", lambda a: a, [(f32(r2.uniform(0.1, 0.6, (4,)) + 0.75 * r2.integers(-2, 3, 4)), "f64")])
 
     # powers with constant exponents, including negative bases

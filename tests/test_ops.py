@@ -970,6 +970,46 @@ def tri_ops(S, rng):
               expect_exact(f(np.arange(70.0).reshape(2, 5, 7), 2)))
 
 
+EINSUM = [
+    # (spec, operand shapes)
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]), ("ij->ji", [(3, 4)]), ("ji", [(3, 4)]),
+    ("ij->", [(3, 4)]), ("ij->j", [(3, 4)]), ("ii", [(4, 4)]), ("ii->i", [(4, 4)]), ("iij->ji", [(3, 3, 2)]),
+    ("i,i", [(5,), (5,)]), ("i,j->ij", [(3,), (4,)]), ("i,j", [(3,), (4,)]), ("ij,ij->ij", [(2, 3), (2, 3)]),
+    ("ij,ij->", [(2, 3), (2, 3)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)]), ("ijk,jkl->il", [(2, 3, 4), (3, 4, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("ab,cd,ef->", [(2, 2), (3, 1), (1, 2)]),
+    ("...ij,...jk->...ik", [(2, 2, 3, 4), (4, 5)]), ("...j,j", [(2, 3, 4), (4,)]), ("i...->...", [(3, 2, 4)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]), ("ji,jk->ik", [(4, 3), (4, 5)]), ("ij,ij,ij->i", [(2, 3), (2, 3), (2, 3)]),
+    ("ij,j->ij", [(1, 3), (3,)]), ("ij,ij->ij", [(1, 3), (2, 3)]), ("ik,kj->ij", [(2, 1), (3, 4)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]), ("BaC,aC->Ba", [(2, 3, 4), (3, 4)]), ("ba,aB", [(2, 3), (3, 4)]), (",ij->ij", [(), (2, 3)]),
+]
+
+
+def einsum_ops(S, rng):
+    """einsum against NumPy: matrix products in every layout, batches,
+    diagonals, sums, outer products, ellipses, size-1 broadcasting, chains of
+    three operands, f64 and integers."""
+    r = np.random.default_rng(82)
+    for spec, shapes in EINSUM:
+        xs = [f32(r.standard_normal(sh)) for sh in shapes]
+        want = np.einsum(spec, *xs)
+        S.add("einsum %s %s" % (spec, " ".join("x".join(map(str, sh)) or "s" for sh in shapes)), [],
+              "einsum(\"%s\", %s)" % (spec, ", ".join(lit(x) for x in xs)), expect_close(want, rtol=1e-5, atol=1e-5))
+    a, b = f32(r.standard_normal((3, 4))), f32(r.standard_normal((2, 4, 5)))
+    want = np.einsum("ij,bjk->bik", a, b)
+    S.add("einsum f64", [], "einsum(\"ij,bjk->bik\", %s, %s) - %s" % (lit(a, "f64"), lit(b, "f64"), lit(f32(want), "f64")),
+          expect_f64(f32(want), want))
+    ai = r.integers(-5, 5, (3, 4))
+    bi = r.integers(-5, 5, (4, 2))
+    S.add("einsum i32", [], "einsum(\"ij,jk->ik\", %s, %s)" % (lit(ai, "i32"), lit(bi, "i32")), expect_exact(ai @ bi))
+    S.add("einsum i64 transpose", [], "einsum(\"ij->ji\", %s)" % lit(ai, "i64"), expect_exact(ai.T))
+    # kernels (arange is not folded), a larger product through BLAS
+    x = np.arange(60.0).reshape(3, 4, 5) / 7
+    y = np.arange(30.0).reshape(5, 6) / 11
+    S.add("einsum kernel ijk,kl->jil", [], "einsum(\"ijk,kl->jil\", reshape(arange(60, dtype=f64), [3, 4, 5]) / 7, "
+          "reshape(arange(30, dtype=f64), [5, 6]) / 11)", expect_close(np.einsum("ijk,kl->jil", x, y), rtol=1e-5))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
@@ -979,6 +1019,7 @@ def build(S, rng):
     divmod_ops(S, rng)
     classes(S, rng)
     tri_ops(S, rng)
+    einsum_ops(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)
