@@ -490,8 +490,10 @@ static void npy_name(char name[32], const char *path) {
     name[len] = '\0';
 }
 
-// Adds t as column name (from what, a file or an archive member, for messages).
-static int npy_column(RtDataset *ds, RtTensor t, const char *name, const char *what, char *err, size_t errlen) {
+// Adds t as column name (from what, a file or an archive member, for messages;
+// from[] keeps each column's entry of the list, to say who took a name).
+static int npy_column(RtDataset *ds, const char **from, const char *entry, RtTensor t, const char *name, const char *what,
+                      char *err, size_t errlen) {
     int rc = 0;
     if (ds->ncol == RT_DATA_MAXCOL)
         rc = rt_data_fail(err, errlen, "%s: more than %d columns", what, RT_DATA_MAXCOL);
@@ -502,7 +504,7 @@ static int npy_column(RtDataset *ds, RtTensor t, const char *name, const char *w
                   (long long)t.shape[0], (long long)ds->n, ds->source);
     for (int j = 0; rc == 0 && j < ds->ncol; j++)
         if (strncmp(ds->col[j].name, name, 31) == 0)
-            rc = rt_data_fail(err, errlen, "%s: column name '%.31s' is taken", what, name);
+            rc = rt_data_fail(err, errlen, "%s: column name '%.31s' is taken by %s", what, name, from[j]);
     if (rc) {
         rt_tensor_free(&t);
         return -1;
@@ -512,6 +514,7 @@ static int npy_column(RtDataset *ds, RtTensor t, const char *name, const char *w
     if (ds->ncol == 0)
         snprintf(ds->source, sizeof ds->source, "%s", what);
     ds->n = t.shape[0];
+    from[ds->ncol] = entry;
     rt_data_add_col(ds, cut, t);
     return 0;
 }
@@ -523,16 +526,12 @@ static int ends_with(const char *s, size_t len, const char *tail) {
 
 // One entry of the list: a .npy file; an .npz archive (every array, in its order);
 // or ARCHIVE.npz:NAME, one array of it.
-static int npy_entry(RtDataset *ds, const char *path, char *err, size_t errlen) {
+static int npy_entry(RtDataset *ds, const char **from, const char *path, char *err, size_t errlen) {
     RtTensor t;
-    const char *colon = strrchr(path, ':');
-    if (colon && ends_with(path, (size_t)(colon - path), ".npz") && access(path, F_OK) != 0) {
-        char archive[4096];
-        snprintf(archive, sizeof archive, "%.*s", (int)(colon - path), path);
-        if (rt_npz_load(archive, colon + 1, &t, err, errlen))
-            return -1;
-        return npy_column(ds, t, colon + 1, path, err, errlen);
-    }
+    char archive[4096];
+    const char *member = rt_npz_split(path, archive, sizeof archive);
+    if (member)
+        return rt_npz_load(archive, member, &t, err, errlen) || npy_column(ds, from, path, t, member, path, err, errlen) ? -1 : 0;
     if (ends_with(path, strlen(path), ".npz")) {
         char(*names)[256];
         int n;
@@ -542,14 +541,14 @@ static int npy_entry(RtDataset *ds, const char *path, char *err, size_t errlen) 
         for (int i = 0; rc == 0 && i < n; i++) {
             char what[4096 + 300];
             snprintf(what, sizeof what, "%s:%s", path, names[i]);
-            rc = rt_npz_load(path, names[i], &t, err, errlen) || npy_column(ds, t, names[i], what, err, errlen) ? -1 : 0;
+            rc = rt_npz_load(path, names[i], &t, err, errlen) || npy_column(ds, from, path, t, names[i], what, err, errlen) ? -1 : 0;
         }
         free(names);
         return rc;
     }
     char name[32];
     npy_name(name, path);
-    return rt_npy_load(path, &t, err, errlen) || npy_column(ds, t, name, path, err, errlen) ? -1 : 0;
+    return rt_npy_load(path, &t, err, errlen) || npy_column(ds, from, path, t, name, path, err, errlen) ? -1 : 0;
 }
 
 int rt_data_npy(const char *const *paths, int n, RtDataset *out, char *err, size_t errlen) {
@@ -558,8 +557,9 @@ int rt_data_npy(const char *const *paths, int n, RtDataset *out, char *err, size
         return rt_data_fail(err, errlen, "rt_data_npy: %d files (expected 1 to %d)", paths ? n : 0,
                     RT_DATA_MAXCOL);
     RtDataset ds = {0};
+    const char *from[RT_DATA_MAXCOL];
     for (int i = 0; i < n; i++) {
-        if (npy_entry(&ds, paths[i], err, errlen)) {
+        if (npy_entry(&ds, from, paths[i], err, errlen)) {
             rt_dataset_free(&ds);
             return -1;
         }

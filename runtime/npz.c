@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 typedef struct {
@@ -251,5 +252,30 @@ int rt_npz_load(const char *path, const char *name, RtTensor *out, char *err, si
     if (f)
         fclose(f);
     free(bytes);
+    return rc;
+}
+
+static int has_npz_suffix(const char *s, size_t len) { return len >= 4 && memcmp(s + len - 4, ".npz", 4) == 0; }
+
+const char *rt_npz_split(const char *path, char *archive, size_t len) {
+    const char *colon = strrchr(path, ':');
+    if (!colon || !has_npz_suffix(path, (size_t)(colon - path)) || (size_t)(colon - path) >= len || access(path, F_OK) == 0)
+        return NULL;
+    memcpy(archive, path, (size_t)(colon - path));
+    archive[colon - path] = 0;
+    return colon + 1;
+}
+
+int rt_npz_load_one(const char *path, RtTensor *out, char *err, size_t errlen) {
+    char archive[4096];
+    const char *member = rt_npz_split(path, archive, sizeof archive);
+    if (member) return rt_npz_load(archive, member, out, err, errlen);
+    char(*names)[256];
+    int count, rc;
+    memset(out, 0, sizeof *out);
+    if (rt_npz_list(path, &names, &count, err, errlen)) return -1;
+    if (count == 1) rc = rt_npz_load(path, names[0], out, err, errlen);
+    else rc = -1, snprintf(err, errlen, "%s holds %d arrays: name one, as %s:%s", path, count, path, count ? names[0] : "NAME");
+    free(names);
     return rc;
 }

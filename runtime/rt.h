@@ -288,5 +288,11 @@ int rt_npy_load(const char *path, RtTensor *out, char *err, size_t errlen);
 // named without ".npy". rt_npz_list: their names in archive order (free(*names)).
 int rt_npz_list(const char *path, char (**names)[256], int *n, char *err, size_t errlen);
 int rt_npz_load(const char *path, const char *name, RtTensor *out, char *err, size_t errlen);
+// "A.npz:NAME" names one array of an archive, unless a file has that whole name:
+// the archive's path into archive[len] and the member's name returned; NULL if
+// path is no such reference (or the archive's path is too long).
+const char *rt_npz_split(const char *path, char *archive, size_t len);
+// An input as one tensor: A.npz:NAME, or an archive A.npz that holds one array.
+int rt_npz_load_one(const char *path, RtTensor *out, char *err, size_t errlen);
 
 #endif

@@ -153,19 +153,11 @@ static int read_input(const RtModel *m, const char *path, RtTensor *t, char *err
   size_t len = strlen(path);
   RtDataset ds;
   int rc;
-  const char *npz = strstr(path, ".npz");
+  char archive[4096];
   if (len > 4 && !strcmp(path + len - 4, ".npy")) return rt_npy_load(path, t, err, n);
-  if (npz && !npz[4]) {
-    char(*names)[256];
-    int count;
-    if (rt_npz_list(path, &names, &count, err, n)) return -1;
-    if (count == 1) rc = rt_npz_load(path, names[0], t, err, n);
-    else rc = -1, snprintf(err, n, "%s holds %d arrays: name one, as %s:%s", path, count, path, count ? names[0] : "NAME");
-    free(names);
-    return rc;
-  }
-  if (npz && npz[4] == ':') rc = rt_data_npy(&path, 1, &ds, err, n);
-  else if (len > 4 && !strcmp(path + len - 4, ".csv")) rc = rt_data_csv(path, RT_DATA_NOLABEL, -1, &ds, err, n);
+  if ((len > 4 && !strcmp(path + len - 4, ".npz")) || rt_npz_split(path, archive, sizeof archive))
+    return rt_npz_load_one(path, t, err, n);
+  if (len > 4 && !strcmp(path + len - 4, ".csv")) rc = rt_data_csv(path, RT_DATA_NOLABEL, -1, &ds, err, n);
   else rc = rt_data_idx(path, NULL, m->train_data.normalize, &ds, err, n);
   if (rc) return -1;
   *t = ds.col[0].t;          // the dataset's one column is ours now

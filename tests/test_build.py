@@ -290,6 +290,11 @@ def input_formats(mlp):
     rc, o, err = run([exe, "predict", "--threads", "1", "--weights", ref, npz, "-o", out])
     check("predict on an archive of two arrays asks for a name",
           rc == 1 and "holds 2 arrays: name one, as %s:x" % npz in err, o + err)
+    one = os.path.join(TMP, "x5one.npz")
+    np.savez(one, inputs=x)
+    rc, o, err = run([exe, "predict", "--threads", "1", "--weights", ref, one, "-o", out])
+    check("predict reads an archive of one array without its name",
+          rc == 0 and ref5 is not None and np.load(out).tobytes() == ref5.tobytes(), o + err)
 
 
 def resume(lr):
