@@ -96,30 +96,42 @@ static int metrics_batch(void *ctx, const RtTensor *cols, RtTensor *out) {
   return 0;
 }
 
-// Each metric averaged over the split's examples (batch means weighted by batch size).
-void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
-  const char *dname;
-  RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
-  int64_t batch = eval_batch(ev, s);
+// The batcher over an evaluate statement's split, each graph input bound to its
+// column (converted to the input's dtype); the run's, so an error frees it.
+static RtBatcher *metrics_batcher(Ev *ev, AstNode *s, Metrics *m, MetricsRun *mr, RtDataset **ds, const char **dname) {
+  *ds = split_data(ev, s->rhs, SPLIT_TEST, dname);
   RtDType want[RT_DATA_MAXCOL];
   int *col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
-  for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
-  for (int i = 0; i < m->nin; i++) {
-    Node *in = m->ins[i];
-    if (in->a.i[0] != ROLE_INPUT) continue;
-    col[i] = column_of(ev, ds, in, dname, s->rhs->span);
-    want[col[i]] = (RtDType)in->dtype;
-  }
+  for (int j = 0; j < (*ds)->ncol; j++) want[j] = (*ds)->col[j].t.dtype;
+  for (int i = 0; i < m->nin; i++)
+    if (m->ins[i]->a.i[0] == ROLE_INPUT) {
+      col[i] = column_of(ev, *ds, m->ins[i], *dname, s->rhs->span);
+      want[col[i]] = (RtDType)m->ins[i]->dtype;
+    }
+  *mr = (MetricsRun){ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
   char err[512];
   Run *run = &trainer(ev)->run;
   rt_batcher_free(run->eval_batches);
-  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, batch, 0, 0, want, rt_spare_cpu(rt_threads(ev->pipe.rt)), err, sizeof err);
-  if (!b) ev_fail(ev, s->span, "%s", err);
-  MetricsRun mr = {ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
+  run->eval_batches = rt_batcher_new(*ds, eval_batch(ev, s), 0, 0, want, rt_spare_cpu(rt_threads(ev->pipe.rt)), err, sizeof err);
+  if (!run->eval_batches) ev_fail(ev, s->span, "%s", err);
+  return run->eval_batches;
+}
+
+static void metrics_batcher_done(Ev *ev) {
+  Run *run = &trainer(ev)->run;
+  rt_batcher_free(run->eval_batches);
+  run->eval_batches = NULL;
+}
+
+// Each metric averaged over the split's examples (batch means weighted by batch size).
+void metrics_run(Ev *ev, AstNode *s, Metrics *m, double *vals) {
+  const char *dname;
+  RtDataset *ds;
+  MetricsRun mr;
+  RtBatcher *b = metrics_batcher(ev, s, m, &mr, &ds, &dname);
   RtTensor *out = arena_alloc(ev->arena, sizeof *out * (m->n + 1));
   rt_eval_loop(b, m->n, m->per_example, ev->topts.eval_examples, metrics_batch, &mr, out, vals);   // errors unwind with longjmp
-  rt_batcher_free(b);
-  run->eval_batches = NULL;
+  metrics_batcher_done(ev);
 }
 
 // An evaluate statement's batch= option (1000 when not given).
@@ -156,23 +168,12 @@ void build_record_metrics(Ev *ev, AstNode *s, Metrics *m) {
 
 // evaluate X on DATA, save="FILE.npy": X's rows for the split's examples, in order.
 static void metrics_save(Ev *ev, AstNode *s, Metrics *m, const char *path) {
-  const char *dname;
-  RtDataset *ds = split_data(ev, s->rhs, SPLIT_TEST, &dname);
-  RtDType want[RT_DATA_MAXCOL];
-  int *col = arena_alloc(ev->arena, sizeof(int) * (m->nin + 1));
-  for (int j = 0; j < ds->ncol; j++) want[j] = ds->col[j].t.dtype;
-  for (int i = 0; i < m->nin; i++)
-    if (m->ins[i]->a.i[0] == ROLE_INPUT) {
-      col[i] = column_of(ev, ds, m->ins[i], dname, s->rhs->span);
-      want[col[i]] = (RtDType)m->ins[i]->dtype;
-    }
   char err[1024];
   if (rt_check_writable(path, err, sizeof err)) ev_fail(ev, save_opt(s)->span, "%s", err);
-  Run *run = &trainer(ev)->run;
-  rt_batcher_free(run->eval_batches);
-  RtBatcher *b = run->eval_batches = rt_batcher_new(ds, eval_batch(ev, s), 0, 0, want, rt_spare_cpu(rt_threads(ev->pipe.rt)), err, sizeof err);
-  if (!b) ev_fail(ev, s->span, "%s", err);
-  MetricsRun mr = {ev, s, m, col, arena_alloc(ev->arena, sizeof(RtTensor) * (m->nin + 1))};
+  const char *dname;
+  RtDataset *ds;
+  MetricsRun mr;
+  RtBatcher *b = metrics_batcher(ev, s, m, &mr, &ds, &dname);
   int64_t limit = ev->topts.eval_examples, n = limit && limit < ds->n ? limit : ds->n, total = 0, got;
   RtTensor cols[RT_DATA_MAXCOL], out, all = {0};
   rt_batcher_start(b, 0);
@@ -191,8 +192,7 @@ static void metrics_save(Ev *ev, AstNode *s, Metrics *m, const char *path) {
     rt_tensor_free(&out);
     total += take;
   }
-  rt_batcher_free(b);
-  run->eval_batches = NULL;
+  metrics_batcher_done(ev);
   if (!all.data) ev_fail(ev, s->span, "%s has no examples to save", dname);
   int rc = rt_npy_save(path, &all, err, sizeof err);
   char shape[128];
