@@ -275,15 +275,38 @@ static Value b_sigmoid_ce(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(chk(ev, ir_binary(c, OP_SUB, ir_unary(c, OP_SOFTPLUS, z), zt), a));
 }
 
-static Value b_accuracy(Ev *ev, const Builtin *b, Args *a) {
-  static const char *const kws[] = {"logits", "labels", NULL};
-  bi_check(ev, b, a, 2, kws);
+// Top-k (k > 1): the label's logit is beaten by fewer than k others, a tie going
+// to the earlier class as argmax's does (so k = 1 would agree with it); a label
+// outside [0, C) never hits.
+static Node *topk_hit(Ev *ev, Args *a, Node *z, Node *y, int64_t k) {
   IrCtx *c = ev->c;
-  Span sp;
+  int ax = z->ndim - 1;
+  Dim col[IR_MAXDIM];
+  for (int d = 0; d < z->ndim; d++) col[d] = d == ax ? dim_c(1) : z->shape[d];
+  Node *yl = chk(ev, ir_reshape(c, ir_cast(c, y, DT_I64), z->ndim, col), a);
+  Node *cls = ir_iota(c, DT_I64, z->ndim, z->shape, ax);
+  Node *at = ir_binary(c, OP_EQ, cls, yl);
+  Node *zy = ir_reduce(c, OP_SUM, ir_where(c, at, z, ir_scalar(c, z->dtype, 0)), 1u << ax, 1);
+  Node *ahead = ir_binary(c, OP_OR, ir_binary(c, OP_GT, z, zy),
+                          ir_binary(c, OP_AND, ir_binary(c, OP_EQ, z, zy), ir_binary(c, OP_LT, cls, yl)));
+  Node *rank = ir_reduce(c, OP_SUM, ir_cast(c, ahead, DT_I64), 1u << ax, 0);
+  Node *valid = ir_reduce(c, OP_RMAX, ir_cast(c, at, DT_I32), 1u << ax, 0);   // the label is a class
+  return chk(ev, ir_binary(c, OP_AND, ir_binary(c, OP_LT, rank, ir_scalar(c, DT_I64, (double)k)), valid), a);
+}
+
+static Value b_accuracy(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"logits", "labels", "k", NULL};
+  bi_check(ev, b, a, 3, kws);
+  IrCtx *c = ev->c;
+  Span sp, ksp;
   Node *z = bi_tensor(ev, b, a, 0, "logits");
   Node *y = ev_raw(ev, bi_need(ev, b, a, 1, "labels", &sp), sp, "labels");
   if (z->ndim < 1) ev_fail(ev, a->span, "accuracy needs logits of rank 1 or more");
-  Node *hit = chk(ev, ir_binary(c, OP_EQ, ir_reduce(c, OP_ARGMAX, z, 1u << (z->ndim - 1), 0), ir_cast(c, y, DT_I64)), a);
+  Value *kv = bi_arg(a, 2, "k", &ksp);
+  int64_t k = kv ? ev_const_int(ev, *kv, ksp, "k") : 1;
+  if (k < 1) ev_fail(ev, ksp, "accuracy's k must be at least 1 (top-k: the label among the k largest logits)");
+  Node *hit = k > 1 ? topk_hit(ev, a, z, y, k)
+                    : chk(ev, ir_binary(c, OP_EQ, ir_reduce(c, OP_ARGMAX, z, 1u << (z->ndim - 1), 0), ir_cast(c, y, DT_I64)), a);
   Node *f = ir_cast(c, hit, DT_F32);
   uint32_t all = f->ndim ? (1u << f->ndim) - 1 : 0;
   return ev_tval(chk(ev, ir_binary(c, OP_DIV, ir_reduce(c, OP_SUM, f, all, 0), bi_count(ev, f, all, DT_F32)), a));
@@ -312,7 +335,7 @@ static const Builtin nn_table[] = {
   {"training", b_training, 0, "training()"},
   {"dropout", b_dropout, 0, "dropout(x, p)"},
   {"batch_norm", b_batch_norm, 0, "batch_norm(x, mean, var, gamma, beta, momentum=0.1, eps=1e-5)"},
-  {"accuracy", b_accuracy, 0, "accuracy(logits, labels)"},
+  {"accuracy", b_accuracy, 0, "accuracy(logits, labels, k=1)  (k > 1: top-k accuracy)"},
   {"one_hot", b_one_hot, 0, "one_hot(labels, n, dtype=f32)"},
   {"sigmoid_cross_entropy", b_sigmoid_ce, 0, "sigmoid_cross_entropy(logits, targets)"},
 };

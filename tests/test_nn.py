@@ -285,6 +285,22 @@ def forward(S, rng):
     lab = rng.integers(0, 4, 6)
     S.add("accuracy", [], "accuracy(%s, %s)" % (lit(logits), lit(lab, "i32")),
           expect_close(np.mean(np.argmax(logits, 1) == lab)))
+    # top-k: the label among the k largest logits, ties to the earlier class (a
+    # stable sort by descending logit); integer-valued logits make ties common
+    r2 = np.random.default_rng(83)
+    zt = f32(r2.integers(-2, 3, (2, 5, 6)))
+    yt = r2.integers(0, 6, (2, 5))
+    yt[0, 0] = 9   # outside [0, 6): never a hit
+
+    def topk(z, y, k):
+        flat, lab = z.reshape(-1, z.shape[-1]), y.reshape(-1)
+        hits = [l in np.lexsort((np.arange(len(row)), -row))[:k] for row, l in zip(flat, lab)]
+        return np.mean(hits)
+    for k in (1, 2, 3, 6):
+        S.add("accuracy top-%d with ties" % k, [], "accuracy(%s, %s, k=%d)" % (lit(zt), lit(yt, "i64"), k),
+              expect_close(topk(zt, yt, k), rtol=1e-6))
+    S.add("accuracy top-2 positional k", [], "accuracy(%s, %s, 2)" % (lit(logits), lit(lab, "i32")),
+          expect_close(topk(logits, lab, 2), rtol=1e-6))
     S.add("dropout outside training is the identity", [], "dropout(%s, 0.5)" % lit(logits), expect_close(logits))
     g, b = f32(rng.uniform(0.5, 2, 3)), f32(rng.standard_normal(3))
     xb = f32(rng.standard_normal((4, 3, 2, 2)))
