@@ -537,6 +537,54 @@ static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ir_cast(ev->c, eq, bi_dtype(ev, a, 2, DT_F32)));
 }
 
+// pad(x, widths, value=0): NumPy's pad in its constant mode. widths is n (every
+// side of every axis), [before, after] (every axis) or one such pair per axis.
+// Placed by the PAD op (zeros around x); another value fills through a padded
+// mask, so x's elements are never changed by arithmetic.
+static Value b_pad(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "widths", "value", NULL};
+  bi_check(ev, b, a, 3, kws);
+  IrCtx *c = ev->c;
+  Span sp = a->span, wsp = a->span, vsp = a->span;
+  Node *x = ev_tensor(ev, bi_need(ev, b, a, 0, "x", &sp), sp, "x");
+  Value wv = bi_need(ev, b, a, 1, "widths", &wsp);
+  Node *w = ev_raw(ev, wv, wsp, "widths");
+  int64_t n, at[2 * IR_MAXDIM], before[IR_MAXDIM], after[IR_MAXDIM];
+  double same;
+  int per_axis = w->ndim == 2;
+  if (w->ndim > 2 || (w->ndim >= 1 && w->shape[w->ndim - 1].k != 2) || (per_axis && w->shape[0].k != x->ndim) ||
+      !ir_numel_const(w, &n) || !ev_fold_const(ev, &w))
+    ev_fail(ev, wsp, "pad's widths are n, [before, after] or one [before, after] per axis (%d here), constant integers", x->ndim);
+  int equal = w->op != OP_CONST && ir_is_scalar_const(w, &same);
+  for (int64_t i = 0; i < n; i++) {
+    double v = equal ? same : ir_const_at(w, i);
+    if (v != floor(v) || v < 0 || v > 1e12) ev_fail(ev, wsp, "pad's widths must be integers from 0 up, not %g", v);
+    at[i] = (int64_t)v;
+  }
+  Dim shape[IR_MAXDIM];
+  int64_t step[IR_MAXDIM];
+  for (int d = 0; d < x->ndim; d++) {
+    before[d] = per_axis ? at[2 * d] : at[0];
+    after[d] = per_axis ? at[2 * d + 1] : n == 1 ? at[0] : at[1];
+    step[d] = 1;
+    shape[d] = x->shape[d];
+    if (!before[d] && !after[d]) continue;
+    if (x->shape[d].sym) {
+      char buf[64];
+      ev_fail(ev, wsp, "pad: axis %d has the symbolic size %s, which cannot grow", d, ir_shape_str(c, 1, &x->shape[d], buf, sizeof buf));
+    }
+    shape[d].k += before[d] + after[d];
+  }
+  Node *r = ev_check(ev, ir_pad(c, x, shape, before, step), a->span);
+  Value *fill = bi_arg(a, 2, "value", &vsp);
+  if (fill && bi_num(ev, a, 2, "value", 0) != 0) {
+    Node *mask = ev_check(ev, ir_pad(c, ir_broadcast(c, ir_scalar(c, DT_BOOL, 1), x->ndim, x->shape), shape, before, step), a->span);
+    Node *v = ev_check(ev, ir_cast(c, ev_raw(ev, *fill, vsp, "value"), x->dtype), vsp);
+    r = ev_check(ev, ir_where(c, mask, r, v), a->span);
+  }
+  return ev_tval(r);
+}
+
 // tril(x, k=0), triu(x, k=0): x with zeros above (tril) or below (triu) the
 // k-th diagonal of its last two axes, as in NumPy and PyTorch (k > 0: above the
 // main one). The mask is iota arithmetic: symbolic sizes work, the gradient is
@@ -655,6 +703,7 @@ static const Builtin named[] = {
   {"linspace", b_linspace, 0, "linspace(start, stop, num=50, dtype=f32)"},
   {"eye", b_eye, 0, "eye(n, m=n, dtype=f32)"},
   {"einsum", b_einsum, 0, "einsum(spec, a, ...)  (NumPy's subscripts: einsum(\"bij,bjk->bik\", a, b))"},
+  {"pad", b_pad, 0, "pad(x, widths, value=0)  (widths: n, [before, after], or [[before, after], ...] per axis)"},
   {"tril", b_tri, 0, "tril(x, k=0)  (zeros above the k-th diagonal of the last two axes)"},
   {"triu", b_tri, 0, "triu(x, k=0)  (zeros below the k-th diagonal of the last two axes)"},
   {"normal", b_random, 0, "normal(shape, mean=0, std=1, seed=, dtype=f32)"},

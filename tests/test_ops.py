@@ -1010,6 +1010,27 @@ def einsum_ops(S, rng):
           "reshape(arange(30, dtype=f64), [5, 6]) / 11)", expect_close(np.einsum("ijk,kl->jil", x, y), rtol=1e-5))
 
 
+def pad_ops(S, rng):
+    """pad against NumPy's constant mode: every width form, fill values (inf
+    too), integer and bool dtypes, rank 0 to 3, and on kernels."""
+    r = np.random.default_rng(84)
+    a = f32(r.standard_normal((2, 3)))
+    b = f32(r.standard_normal((2, 1, 3)))
+    for widths, npw in (("1", 1), ("[1, 0]", (1, 0)), ("[[0, 2], [3, 1]]", ((0, 2), (3, 1))), ("0", 0)):
+        S.add("pad 2x3 %s" % widths, [], "pad(%s, %s)" % (lit(a), widths), expect_exact(np.pad(a, npw)))
+        S.add("pad 2x3 %s value -1.5" % widths, [], "pad(%s, %s, value=-1.5)" % (lit(a), widths),
+              expect_exact(np.pad(a, npw, constant_values=-1.5)))
+    S.add("pad rank 3 per axis", [], "pad(%s, [[1, 0], [0, 2], [1, 1]], 2)" % lit(b),
+          expect_exact(np.pad(b, ((1, 0), (0, 2), (1, 1)), constant_values=2)))
+    S.add("pad with inf", [], "pad(%s, 1, value=-1 / 0)" % lit(a), expect_exact(np.pad(a, 1, constant_values=-np.inf)))
+    S.add("pad i32", [], "pad(cast(%s, i32), [2, 1], 7)" % lit([1, -2, 3]), expect_exact(np.pad([1, -2, 3], (2, 1), constant_values=7)))
+    S.add("pad bool", [], "pad(%s, 1, value=true)" % lit(np.array([True, False])), expect_exact(np.pad([True, False], 1, constant_values=True)))
+    S.add("pad scalar", [], "pad(3, 2)", expect_exact(3.0))
+    x = np.arange(24.0).reshape(2, 3, 4)
+    S.add("pad kernel", [], "pad(reshape(arange(24, dtype=f64), [2, 3, 4]), [[0, 1], [2, 0], [1, 3]], value=0.5)",
+          expect_exact(np.pad(x, ((0, 1), (2, 0), (1, 3)), constant_values=0.5)))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
@@ -1020,6 +1041,7 @@ def build(S, rng):
     classes(S, rng)
     tri_ops(S, rng)
     einsum_ops(S, rng)
+    pad_ops(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)
