@@ -537,6 +537,26 @@ static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ir_cast(ev->c, eq, bi_dtype(ev, a, 2, DT_F32)));
 }
 
+// assert(cond, message): stops the program with message, at the call (and the
+// calls around it), when cond is false. cond must be known when the program is
+// traced: a shape, a constant or arithmetic on them; a library function checks
+// its arguments with it. Its value is none.
+static Value b_assert(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"cond", "message", NULL};
+  bi_check(ev, b, a, 2, kws);
+  Span sp = a->span, msp = a->span;
+  Node *t = ev_raw(ev, bi_need(ev, b, a, 0, "cond", &sp), sp, "cond");
+  double x;
+  if (t->ndim != 0 && !ir_is_scalar_const(t, NULL))
+    ev_fail(ev, sp, "assert needs one condition, not a tensor (reduce it first: min(cast(c, i32)) == 1)");
+  if (!ev_scalar_const(ev, &t, &x))
+    ev_fail(ev, sp, "assert's condition must be known when the program is traced (shapes, constants), not depend on data");
+  Value *m = bi_arg(a, 1, "message", &msp);
+  if (m && m->kind != V_STR) ev_fail(ev, msp, "assert's message must be a string in quotes");
+  if (x == 0) ev_fail(ev, a->span, "%s", m ? m->s : "assertion failed");
+  return (Value){.kind = V_NONE};
+}
+
 // pad(x, widths, value=0): NumPy's pad in its constant mode. widths is n (every
 // side of every axis), [before, after] (every axis) or one such pair per axis.
 // Placed by the PAD op (zeros around x); another value fills through a padded
@@ -703,6 +723,7 @@ static const Builtin named[] = {
   {"linspace", b_linspace, 0, "linspace(start, stop, num=50, dtype=f32)"},
   {"eye", b_eye, 0, "eye(n, m=n, dtype=f32)"},
   {"einsum", b_einsum, 0, "einsum(spec, a, ...)  (NumPy's subscripts: einsum(\"bij,bjk->bik\", a, b))"},
+  {"assert", b_assert, 0, "assert(cond, message)  (cond known when the program is traced)"},
   {"pad", b_pad, 0, "pad(x, widths, value=0)  (widths: n, [before, after], or [[before, after], ...] per axis)"},
   {"tril", b_tri, 0, "tril(x, k=0)  (zeros above the k-th diagonal of the last two axes)"},
   {"triu", b_tri, 0, "triu(x, k=0)  (zeros below the k-th diagonal of the last two axes)"},

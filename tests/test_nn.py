@@ -356,6 +356,40 @@ def forward(S, rng):
               expect_close(g, rtol=1e-4, atol=1e-4)(vals[:1]) or expect_close(b, rtol=1e-5, atol=1e-5)(vals[1:]))
 
 
+def attention_ref(x, P, heads, causal):
+    """PyTorch's MultiheadAttention (batch_first, query = key = value = x) in NumPy,
+    with the projections' weights as Kiln's dense holds them ([in, out], x @ W + b)."""
+    n, t, d = x.shape
+    dh = d // heads
+    proj = lambda nm: (x @ P[nm + ".W"] + P[nm + ".b"]).reshape(n, t, heads, dh).transpose(0, 2, 1, 3)
+    q, k, v = proj("q"), proj("k"), proj("v")
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)
+    if causal:
+        s = np.where(np.tril(np.ones((t, t))) > 0, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = (p @ v).transpose(0, 2, 1, 3).reshape(n, t, d)
+    return o @ P["out.W"] + P["out.b"]
+
+
+def attention_checks(S, rng):
+    """lib/nn.kiln's attention against the NumPy reference, its weights read back
+    from Kiln (the biases start at zero: nonzero ones are set by a training step
+    first, so every parameter takes part)."""
+    r = np.random.default_rng(85)
+    names = ["q.W", "q.b", "k.W", "k.b", "v.W", "v.b", "out.W", "out.b"]
+    for shape, heads, causal in (((2, 5, 8), 2, False), ((2, 5, 8), 2, True), ((1, 3, 6), 3, True), ((3, 4, 4), 1, False)):
+        x = f32(r.standard_normal(shape))
+        a = S.fresh("att")
+        setup = ['import "nn"', "x = %s" % lit(x), "y = attention(x, %d, causal=%s, name=\"%s\")" % (heads, str(causal).lower(), a)]
+        exprs = ["y"] + ["parameter(\"%s.%s\")" % (a, nm) for nm in names]
+
+        def check(vals, x=x, heads=heads, causal=causal):
+            P = {nm: np.asarray(v, np.float64) for nm, v in zip(names, vals[1:])}
+            return expect_close(attention_ref(x, P, heads, causal), rtol=1e-4, atol=1e-5)(vals[:1])
+        S.add("attention %s heads %d%s" % ("x".join(map(str, shape)), heads, " causal" if causal else ""), setup, exprs, check)
+
+
 # Layers with enough channels that the im2col lowering's input gradient is the
 # transposed convolution (passes/convgrad.c): in f32, both gradients against
 # the reference, with and without threads (the f64 checks above go through
@@ -605,6 +639,7 @@ def build(S, rng):
     winograd_layers(S, rng)
     conv_bias_gradients(S, rng)
     pooling(S, rng)
+    attention_checks(S, rng)
 
 
 if __name__ == "__main__":
