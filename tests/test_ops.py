@@ -918,8 +918,10 @@ def divmod_ops(S, rng):
     for dt, npt in (("f32", np.float32), ("f64", np.float64), ("i32", np.int32), ("i64", np.int64)):
         x = np.arange(-60, 60).astype(npt)
         if dt in ("f32", "f64"):
-            xs, ds = "(arange(-60, 60, dtype=%s) * 3.7)" % dt, "(arange(120, dtype=%s) * 0.1 - 6)" % dt
-            xv, dv = x * npt(3.7), np.arange(120).astype(npt) * npt(0.1) - npt(6)
+            # divisors computed exactly (no multiply-add a compiler could fuse: the
+            # fallback's gcc contracts across statements)
+            xs, ds = "(arange(-60, 60, dtype=%s) * 3.7)" % dt, "((arange(120, dtype=%s) - 60) * 0.125)" % dt
+            xv, dv = x * npt(3.7), (np.arange(120).astype(npt) - npt(60)) * npt(0.125)
         else:
             xs, ds = "arange(-60, 60, dtype=%s)" % dt, "(arange(120, dtype=%s) %% 13 - 6)" % dt
             xv, dv = x, np.arange(120).astype(npt) % 13 - 6
