@@ -170,6 +170,13 @@ uint32_t bi_axes(Ev *ev, Args *a, int pos, Node *x) {
   return m;
 }
 
+const char *bi_dim_str(Ev *ev, Dim d, char *buf, size_t len) {
+  char s[64];
+  ir_shape_str(ev->c, 1, &d, s, sizeof s);
+  snprintf(buf, len, "%.*s", (int)strlen(s) - 2, s + 1);   // without the brackets
+  return buf;
+}
+
 // ---- generic handlers for op-table ops ----------------------------------------------
 static Value op_elementwise(Ev *ev, const Builtin *b, Args *a) {
   int n = ir_ops[b->op].nsrc;
@@ -537,6 +544,119 @@ static Value b_eye(Ev *ev, const Builtin *b, Args *a) {
   return ev_tval(ir_cast(ev->c, eq, bi_dtype(ev, a, 2, DT_F32)));
 }
 
+// any(x, axis=all, keepdims=false), all(...): whether some, or every, element
+// is nonzero (NaN counts as nonzero), as NumPy's: counts of the elements that
+// decide, so an empty axis gives false and true.
+static Value b_any_all(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "axis", "keepdims", NULL};
+  bi_check(ev, b, a, 3, kws);
+  IrCtx *c = ev->c;
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  uint32_t axes = bi_axes(ev, a, 1, x);
+  int keep = bi_bool(ev, a, 2, "keepdims", 0), any = b->name[1] == 'n';
+  Node *decide = ir_binary(c, any ? OP_NE : OP_EQ, x, ir_scalar(c, x->dtype, 0));
+  Node *n = ir_reduce(c, OP_SUM, ir_cast(c, decide, DT_I64), axes, keep);
+  return ev_tval(ev_check(ev, ir_binary(c, any ? OP_GT : OP_EQ, n, ir_scalar(c, DT_I64, 0)), a->span));
+}
+
+// squeeze(x, axis=all): without axis every axis of size 1 is dropped (a
+// symbolic one is kept: its size is not known to be 1); a named axis must be
+// of size 1. expand_dims(x, axis): new axes of size 1 at the result's positions
+// axis (one or a list), as NumPy's.
+static Value b_squeeze(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "axis", NULL};
+  bi_check(ev, b, a, 2, kws);
+  Span sp = a->span;
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  int given = bi_arg(a, 1, "axis", &sp) != NULL;
+  uint32_t axes = bi_axes(ev, a, 1, x);
+  Dim s[IR_MAXDIM];
+  int n = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    int one = dim_is(x->shape[d], 1);
+    if (given && (axes >> d & 1) && !one) {
+      char buf[64];
+      ev_fail(ev, sp, "squeeze: axis %d has size %s, not 1", d, bi_dim_str(ev, x->shape[d], buf, sizeof buf));
+    }
+    if (!((axes >> d & 1) && one)) s[n++] = x->shape[d];
+  }
+  return ev_tval(ev_check(ev, ir_reshape(ev->c, x, n, s), a->span));
+}
+
+static Value b_expand_dims(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "axis", NULL};
+  bi_check(ev, b, a, 2, kws);
+  Span sp = a->span;
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  int64_t ax[IR_MAXDIM];
+  int k = bi_ints(ev, bi_need(ev, b, a, 1, "axis", &sp), sp, "axis", ax, IR_MAXDIM), nd = x->ndim + k;
+  if (nd > IR_MAXDIM) ev_fail(ev, sp, "too many dimensions (at most %d)", IR_MAXDIM);
+  uint32_t added = 0;
+  for (int i = 0; i < k; i++) {
+    int d = bi_axis(ev, ax[i], nd, sp);
+    if (added >> d & 1) ev_fail(ev, sp, "axis %d is repeated", d);
+    added |= 1u << d;
+  }
+  Dim s[IR_MAXDIM];
+  for (int d = 0, j = 0; d < nd; d++) s[d] = (added >> d & 1) ? dim_c(1) : x->shape[j++];
+  return ev_tval(ev_check(ev, ir_reshape(ev->c, x, nd, s), a->span));
+}
+
+// repeat(x, n, axis=None): each element n times along axis (NumPy's repeat;
+// without axis, of the flattened x). tile(x, reps): x n times along each axis,
+// reps one count or a list (shorter lists apply to the last axes; longer
+// ones add leading axes), as NumPy's tile. Both are broadcasts and reshapes.
+static Node *repeat_axis(Ev *ev, Node *x, int d, int64_t n, int before, Span sp) {
+  IrCtx *c = ev->c;
+  Dim s[IR_MAXDIM + 1], full[IR_MAXDIM + 1], out[IR_MAXDIM];
+  if (x->ndim + 1 > IR_MAXDIM) ev_fail(ev, sp, "too many dimensions (at most %d)", IR_MAXDIM);
+  int at = before ? d : d + 1;   // the copies' axis: before d (tile) or after it (repeat)
+  for (int i = 0, j = 0; i <= x->ndim; i++) s[i] = i == at ? dim_c(1) : x->shape[j++];
+  memcpy(full, s, sizeof(Dim) * (size_t)(x->ndim + 1));
+  full[at] = dim_c(n);
+  for (int i = 0; i < x->ndim; i++) out[i] = x->shape[i];
+  out[d].k *= n;
+  Node *r = ir_broadcast(c, ir_reshape(c, x, x->ndim + 1, s), x->ndim + 1, full);
+  return ev_check(ev, ir_reshape(c, r, x->ndim, out), sp);
+}
+
+static Value b_repeat(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "n", "axis", NULL};
+  bi_check(ev, b, a, 3, kws);
+  Span nsp = a->span, asp = a->span;
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  int64_t n = ev_const_int(ev, bi_need(ev, b, a, 1, "n", &nsp), nsp, "n");
+  if (n < 0) ev_fail(ev, nsp, "repeat's n cannot be negative");
+  Value *av = bi_arg(a, 2, "axis", &asp);
+  if (!av) {
+    Dim flat = dim_c(-1);
+    x = ev_check(ev, ir_reshape(ev->c, x, 1, &flat), a->span);
+  }
+  int d = av ? bi_axis(ev, ev_const_int(ev, *av, asp, "axis"), x->ndim, asp) : 0;
+  if (x->ndim == 0) ev_fail(ev, a->span, "repeat along an axis needs rank 1 or more");
+  return ev_tval(repeat_axis(ev, x, d, n, 0, a->span));
+}
+
+static Value b_tile(Ev *ev, const Builtin *b, Args *a) {
+  static const char *const kws[] = {"x", "reps", NULL};
+  bi_check(ev, b, a, 2, kws);
+  Span sp = a->span;
+  Node *x = bi_tensor(ev, b, a, 0, "x");
+  int64_t reps[IR_MAXDIM];
+  int k = bi_ints(ev, bi_need(ev, b, a, 1, "reps", &sp), sp, "reps", reps, IR_MAXDIM);
+  if (k > x->ndim) {   // leading axes of size 1 first
+    Dim s[IR_MAXDIM];
+    for (int i = 0; i < k; i++) s[i] = i < k - x->ndim ? dim_c(1) : x->shape[i - (k - x->ndim)];
+    x = ev_check(ev, ir_reshape(ev->c, x, k, s), a->span);
+  }
+  for (int i = 0; i < k; i++) {
+    int d = x->ndim - k + i;
+    if (reps[i] < 0) ev_fail(ev, sp, "tile's counts cannot be negative");
+    if (reps[i] != 1) x = repeat_axis(ev, x, d, reps[i], 1, a->span);
+  }
+  return ev_tval(x);
+}
+
 // assert(cond, message): stops the program with message, at the call (and the
 // calls around it), when cond is false. cond must be known when the program is
 // traced: a shape, a constant or arithmetic on them; a library function checks
@@ -591,7 +711,7 @@ static Value b_pad(Ev *ev, const Builtin *b, Args *a) {
     if (!before[d] && !after[d]) continue;
     if (x->shape[d].sym) {
       char buf[64];
-      ev_fail(ev, wsp, "pad: axis %d has the symbolic size %s, which cannot grow", d, ir_shape_str(c, 1, &x->shape[d], buf, sizeof buf));
+      ev_fail(ev, wsp, "pad: axis %d has the symbolic size %s, which cannot grow", d, bi_dim_str(ev, x->shape[d], buf, sizeof buf));
     }
     shape[d].k += before[d] + after[d];
   }
@@ -723,6 +843,12 @@ static const Builtin named[] = {
   {"linspace", b_linspace, 0, "linspace(start, stop, num=50, dtype=f32)"},
   {"eye", b_eye, 0, "eye(n, m=n, dtype=f32)"},
   {"einsum", b_einsum, 0, "einsum(spec, a, ...)  (NumPy's subscripts: einsum(\"bij,bjk->bik\", a, b))"},
+  {"any", b_any_all, 0, "any(x, axis=None, keepdims=false)"},
+  {"all", b_any_all, 0, "all(x, axis=None, keepdims=false)"},
+  {"squeeze", b_squeeze, 0, "squeeze(x, axis=None)"},
+  {"expand_dims", b_expand_dims, 0, "expand_dims(x, axis)"},
+  {"repeat", b_repeat, 0, "repeat(x, n, axis=None)"},
+  {"tile", b_tile, 0, "tile(x, reps)"},
   {"assert", b_assert, 0, "assert(cond, message)  (cond known when the program is traced)"},
   {"pad", b_pad, 0, "pad(x, widths, value=0)  (widths: n, [before, after], or [[before, after], ...] per axis)"},
   {"tril", b_tri, 0, "tril(x, k=0)  (zeros above the k-th diagonal of the last two axes)"},

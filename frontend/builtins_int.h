@@ -21,6 +21,7 @@ int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max);
 int bi_axis(Ev *ev, int64_t ax, int nd, Span sp);              // normalized axis
 uint32_t bi_axes(Ev *ev, Args *a, int pos, Node *x);           // axis= as a bitmask; absent: all
 Node *bi_count(Ev *ev, Node *x, uint32_t axes, DType t);       // elements over axes (symbolic sizes too)
+const char *bi_dim_str(Ev *ev, Dim d, char *buf, size_t len);  // one size as text: 3, B, 2*B
 
 // conv.c: conv2d's lowerings (see there) and the choice between them.
 enum { CONV_IM2COL, CONV_KERNEL, CONV_DIRECT, CONV_NLOWER };

@@ -78,14 +78,6 @@ static const char *label_name(int code, char *buf) {
   return buf;
 }
 
-// One size as text: 3, B, 2*B.
-static const char *size_str(const Ein *e, Dim d, char *buf, size_t len) {
-  char s[64];
-  ir_shape_str(e->ev->c, 1, &d, s, sizeof s);
-  snprintf(buf, len, "%.*s", (int)strlen(s) - 2, s + 1);   // without the brackets
-  return buf;
-}
-
 // Records each axis's size under its label; sizes of one label must agree or be 1.
 static void note_sizes(Ein *e, const Term *t, int k) {
   for (int d = 0; d < t->x->ndim; d++) {
@@ -94,7 +86,7 @@ static void note_sizes(Ein *e, const Term *t, int k) {
     if (e->seen[l] && !dim_eq(e->size[l], s) && !dim_is(s, 1) && !dim_is(e->size[l], 1)) {
       char a[64], b[64], nm[24];
       ev_fail(e->ev, t->sp, "einsum: label %s has size %s in operand %d and %s in operand %d", label_name(l, nm),
-              size_str(e, e->size[l], a, sizeof a), e->seen[l], size_str(e, s, b, sizeof b), k + 1);
+              bi_dim_str(e->ev, e->size[l], a, sizeof a), e->seen[l], bi_dim_str(e->ev, s, b, sizeof b), k + 1);
     }
     if (!e->seen[l] || (dim_is(e->size[l], 1) && !dim_is(s, 1))) e->size[l] = s, e->seen[l] = k + 1;
   }

@@ -150,7 +150,7 @@ const char *ev_did_you_mean(char *buf, size_t size, const char *near) {
 static const char *const other_names[][2] = {
   {"len", "dim(x, 0)"}, {"size", "dim(x, axis) or shape(x)"}, {"range", "arange"},
   {"concatenate", "concat"}, {"cat", "concat"}, {"amax", "max"}, {"amin", "min"}, {"clamp", "clip"},
-  {"expand_dims", "x[:, None] or reshape"}, {"unsqueeze", "x[:, None] or reshape"}, {"squeeze", "reshape"},
+  {"unsqueeze", "expand_dims or x[:, None]"},
   {"remainder", "mod or %"}, {"nan_to_num", "where(isfinite(x), x, 0)"}, {"fmod", "mod or %, whose result takes the divisor's sign, not the dividend's"}, {"floor_divide", "floordiv or //"},
   {"view", "reshape"}, {"square", "x ^ 2"}, {"power", "pow or ^"}, {"dot", "@"}, {"mm", "@"},
   {"cross_entropy", "softmax_cross_entropy"}, {"binary_cross_entropy_with_logits", "sigmoid_cross_entropy"},

@@ -254,6 +254,10 @@ def binary(T, rng):
                   [(_any(r2, sa), "f64"), (_any(r2, sb), "f64")], argnum=k)
     T2.op("einsum diagonal ii->i", "einsum(\"ii->i\", a) ^ 2", lambda a: np.diagonal(a), [(_any(r2, (3, 3)), "f64")])
     T2.op("pad", "pad(a, [[1, 0], [2, 1]], value=3) ^ 2", lambda a: np.pad(a, ((1, 0), (2, 1))), [(_any(r2, (2, 3)), "f64")])
+    T2.op("repeat", "repeat(a, 3, axis=1) ^ 2", lambda a: np.repeat(a, 3, axis=1), [(_any(r2, (2, 2)), "f64")])
+    T2.op("tile", "tile(a, [2, 1, 3]) ^ 2", lambda a: np.tile(a, (2, 1, 3)), [(_any(r2, (2, 2)), "f64")])
+    T2.op("squeeze and expand_dims", "expand_dims(squeeze(a), 0) ^ 3", lambda a: np.expand_dims(np.squeeze(a), 0),
+          [(_any(r2, (1, 3, 1)), "f64")])
     T2.op("mod by a scalar", "mod(a, 0.75) * a", lambda a: a, [(f32(r2.uniform(0.1, 0.6, (4,)) + 0.75 * r2.integers(-2, 3, 4)), "f64")])
 
     # powers with constant exponents, including negative bases

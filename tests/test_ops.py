@@ -1033,6 +1033,38 @@ def pad_ops(S, rng):
           expect_exact(np.pad(x, ((0, 1), (2, 0), (1, 3)), constant_values=0.5)))
 
 
+def numpy_names(S, rng):
+    """any, all, squeeze, expand_dims, repeat and tile against NumPy's."""
+    r = np.random.default_rng(86)
+    x = f32(r.integers(-1, 2, (2, 1, 3)))
+    xl = lit(x)
+    for fn in ("any", "all"):
+        f = getattr(np, fn)
+        S.add("np %s" % fn, [], "%s(%s)" % (fn, xl), expect_exact(f(x)))
+        S.add("np %s axis 2" % fn, [], "%s(%s, axis=2)" % (fn, xl), expect_exact(f(x, axis=2)))
+        S.add("np %s axes keepdims" % fn, [], "%s(%s, axis=[0, -1], keepdims=true)" % (fn, xl), expect_exact(f(x, axis=(0, 2), keepdims=True)))
+        S.add("np %s empty" % fn, [], "%s(zeros([0, 2]), axis=0)" % fn, expect_exact(f(np.zeros((0, 2)), axis=0)))
+        S.add("np %s nan is true" % fn, [], "%s(%s / 0)" % (fn, lit([0.0, 1.0])), expect_exact(f(np.array([np.nan, np.inf]))))
+        S.add("np %s i32" % fn, [], "%s(cast(%s, i32), axis=0)" % (fn, lit([[0, 2], [0, 0]])), expect_exact(f(np.array([[0, 2], [0, 0]]), axis=0)))
+    y = f32(r.standard_normal((1, 3, 1, 2)))
+    yl = lit(y)
+    S.add("np squeeze", [], "squeeze(%s)" % yl, expect_exact(np.squeeze(y)))
+    S.add("np squeeze axis", [], "squeeze(%s, axis=2)" % yl, expect_exact(np.squeeze(y, axis=2)))
+    S.add("np squeeze axes", [], "squeeze(%s, [0, -2])" % yl, expect_exact(np.squeeze(y, axis=(0, 2))))
+    for ax in (0, -1, [0, 2], [1, -1]):
+        npax = tuple(ax) if isinstance(ax, list) else ax
+        S.add("np expand_dims %s" % ax, [], "shape(expand_dims(%s, %s))" % (yl, ax), expect_exact(np.expand_dims(y, npax).shape))
+    z = f32(r.standard_normal((2, 3)))
+    zl = lit(z)
+    for args, npf in (("2", lambda v: np.repeat(v, 2)), ("3, axis=0", lambda v: np.repeat(v, 3, axis=0)),
+                      ("2, axis=-1", lambda v: np.repeat(v, 2, axis=-1)), ("0, axis=1", lambda v: np.repeat(v, 0, axis=1))):
+        S.add("np repeat %s" % args, [], "repeat(%s, %s)" % (zl, args), expect_exact(npf(z)))
+    for reps in ("2", "[2, 1]", "[1, 3]", "[2, 1, 2]", "[0, 2]"):
+        S.add("np tile %s" % reps, [], "tile(%s, %s)" % (zl, reps), expect_exact(np.tile(z, eval(reps))))
+    S.add("np repeat kernel", [], "repeat(reshape(arange(6, dtype=f64), [2, 3]), 2, axis=1) * 1.5",
+          expect_exact(np.repeat(np.arange(6.0).reshape(2, 3), 2, axis=1) * 1.5))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
@@ -1044,6 +1076,7 @@ def build(S, rng):
     tri_ops(S, rng)
     einsum_ops(S, rng)
     pad_ops(S, rng)
+    numpy_names(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)
