@@ -2,6 +2,7 @@
 #ifndef KILN_CGEN_INT_H
 #define KILN_CGEN_INT_H
 #include "codegen.h"
+#include "ir/opmath.h"
 
 typedef struct { char *s; size_t n, cap; } Str;
 void str_put(Str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

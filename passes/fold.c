@@ -11,6 +11,7 @@
 // compiled summation order is the emitter's business), float-to-int casts out
 // of range (undefined in C) and anything with a symbolic element count.
 #include "passes.h"
+#include "ir/opmath.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,16 @@ static Num operand_at(const Node *a, int64_t i) {
 }
 
 // ---- elementwise: the op table's C text, per dtype -------------------------------------
+// tanh and erf in f32 as the kernels compute them (ir/opmath.h); a clang build
+// of Kiln would otherwise contract their a * b + c, which the kernels do not.
+#ifdef __clang__
+#define FOLD_NOCONTRACT _Pragma("STDC FP_CONTRACT OFF")
+#else
+#define FOLD_NOCONTRACT
+#endif
+KILN_OPMATH(static, FOLD_NOCONTRACT)
+KILN_OPMATH_LOG(static, FOLD_NOCONTRACT)
+
 // Floor division and remainder as codegen/divmod_text.c computes them for the
 // kernels (NumPy's npy_divmod; integers: 0 for a zero divisor, wrapping at -1).
 #define FOLD_DIVMOD(T, S, FMOD, FLOOR, COPYSIGN)                                   \
@@ -131,17 +142,17 @@ static int ew_f32(Op op, const Num *x, Num *r) {
   case OP_NEG: v = -a; break;
   case OP_EXP: v = expf(a); break;
   case OP_LOG: v = logf(a); break;
-  case OP_LOG1P: v = log1pf(a); break;
-  case OP_EXPM1: v = expm1f(a); break;
+  case OP_LOG1P: v = kiln_log1pf(a); break;
+  case OP_EXPM1: v = kiln_expm1f(a); break;
   case OP_SQRT: v = sqrtf(a); break;
   case OP_RSQRT: v = 1.0f / sqrtf(a); break;
   case OP_ABS: v = fabsf(a); break;
   case OP_SIGN: v = (float)((a > 0) - (a < 0)); break;
-  case OP_TANH: v = tanhf(a); break;
+  case OP_TANH: v = kiln_tanhf(a); break;
   case OP_SIGMOID: v = 1.0f / (1.0f + expf(-a)); break;
   case OP_RELU: v = a > 0 ? a : 0.0f; break;
-  case OP_SOFTPLUS: v = fmaxf(a, 0.0f) + log1pf(expf(-fabsf(a))); break;
-  case OP_ERF: v = erff(a); break;
+  case OP_SOFTPLUS: v = fmaxf(a, 0.0f) + kiln_log1pf(expf(-fabsf(a))); break;
+  case OP_ERF: v = kiln_erff(a); break;
   case OP_SIN: v = sinf(a); break;
   case OP_COS: v = cosf(a); break;
   case OP_FLOOR: v = floorf(a); break;

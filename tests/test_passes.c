@@ -12,6 +12,7 @@
 // exits nonzero on any failure.
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "ir/opmath.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -1426,23 +1427,32 @@ REF_DIVMOD(float, f32, fmodf, floorf, copysignf)
 REF_DIVMOD(double, f64, fmod, floor, copysign)
 #undef REF_DIVMOD
 
+// ir/opmath.h's f32 tanh, erf, log1p and expm1, as the emitters print them.
+#ifdef __clang__
+#define REF_NOCONTRACT _Pragma("STDC FP_CONTRACT OFF")
+#else
+#define REF_NOCONTRACT
+#endif
+KILN_OPMATH(static, REF_NOCONTRACT)
+KILN_OPMATH_LOG(static, REF_NOCONTRACT)
+
 // The emitter's C for each elementwise op (ops.def c_f32), written out.
 static int ref_f32(Op op, float a, float b, float *r) {
   switch (op) {
   case OP_NEG: *r = (-a); return 1;
   case OP_EXP: *r = expf(a); return 1;
   case OP_LOG: *r = logf(a); return 1;
-  case OP_LOG1P: *r = log1pf(a); return 1;
-  case OP_EXPM1: *r = expm1f(a); return 1;
+  case OP_LOG1P: *r = kiln_log1pf(a); return 1;
+  case OP_EXPM1: *r = kiln_expm1f(a); return 1;
   case OP_SQRT: *r = sqrtf(a); return 1;
   case OP_RSQRT: *r = (1.0f / sqrtf(a)); return 1;
   case OP_ABS: *r = fabsf(a); return 1;
   case OP_SIGN: *r = (float)((a > 0) - (a < 0)); return 1;
-  case OP_TANH: *r = tanhf(a); return 1;
+  case OP_TANH: *r = kiln_tanhf(a); return 1;
   case OP_SIGMOID: *r = (1.0f / (1.0f + expf(-a))); return 1;
   case OP_RELU: *r = (a > 0 ? a : 0.0f); return 1;
-  case OP_SOFTPLUS: *r = (fmaxf(a, 0.0f) + log1pf(expf(-fabsf(a)))); return 1;
-  case OP_ERF: *r = erff(a); return 1;
+  case OP_SOFTPLUS: *r = (fmaxf(a, 0.0f) + kiln_log1pf(expf(-fabsf(a)))); return 1;
+  case OP_ERF: *r = kiln_erff(a); return 1;
   case OP_SIN: *r = sinf(a); return 1;
   case OP_COS: *r = cosf(a); return 1;
   case OP_FLOOR: *r = floorf(a); return 1;
@@ -1532,6 +1542,41 @@ static double folded_at(const Node *k, int64_t i) {
 }
 
 static int same_bits(double a, double b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+
+// ir/opmath.h against libm in double: the worst error in ulps over every 61st
+// float of each sign (all of them, in steps), and the special values.
+static double ulps_off(float got, double want) {
+  if (isnan(want)) return isnan(got) ? 0 : INFINITY;
+  if (isinf(want) || fabs(want) >= 3.4028234e38) return got == (float)want ? 0 : INFINITY;
+  float w = (float)want;
+  double ulp = w == 0 ? 1.4e-45 : fabs((double)nextafterf(w, INFINITY) - (double)w);
+  if (fabs(want) < 1.1754944e-38) ulp = 1.4e-45;
+  return fabs((double)got - want) / ulp;
+}
+
+static void test_opmath_accuracy(void) {
+  static const struct { const char *name; float (*f)(float); double (*ref)(double); double max_ulps; } fs[] = {
+    {"tanh", kiln_tanhf, tanh, 2}, {"erf", kiln_erff, erf, 3}, {"log1p", kiln_log1pf, log1p, 4}, {"expm1", kiln_expm1f, expm1, 5},
+  };
+  for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+    double worst = 0;
+    float at = 0;
+    for (uint64_t b = 0; b < 0xFFFFFFFFull; b += 61) {
+      uint32_t u = (uint32_t)b;
+      float x;
+      memcpy(&x, &u, 4);
+      double e = ulps_off(fs[k].f(x), fs[k].ref((double)x));
+      if (e > worst) worst = e, at = x;
+    }
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 88.0f, -88.0f, -1.0f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+      double e = ulps_off(fs[k].f(special[i]), fs[k].ref((double)special[i]));
+      if (e > worst || (e == INFINITY)) worst = e, at = special[i];
+    }
+    check(worst <= fs[k].max_ulps, "opmath %s: within %g ulp of libm's double over all floats (worst %.2f at %g)", fs[k].name,
+          fs[k].max_ulps, worst, (double)at);
+  }
+}
 
 static void test_fold_float_ops(void) {
   for (int op = 0; op < OP_COUNT; op++) {
@@ -1870,6 +1915,7 @@ int main(int argc, char **argv) {
   run_epilogue_case("epilogue_conv", epi_conv, 1, 1, argv[1], update);
   test_donate();
   test_fold_float_ops();
+  test_opmath_accuracy();
   test_fold_int_ops();
   test_fold_casts();
   test_fold_reductions();

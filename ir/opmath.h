@@ -1,0 +1,64 @@
+// The f32 tanh, erf, log1p and expm1 that Kiln's ops compute, defined once for the two
+// places that need them: passes/fold.c compiles these functions, and both
+// emitters print the same text (KILN_OPMATH_TEXT) into generated code. libm's
+// tanhf and erff are scalar calls (about 30 ns each; Clang 14 maps neither to
+// libmvec), these are polynomials and selects that vectorize (expf through
+// libmvec), fitted in f64 for relative error: over all floats within 1.3 ulp
+// of the exact value (tanh), 2.8 (erf), 2.6 (log1p, expm1) with libm's expf
+// and logf under them (tests/test_passes.c).
+//
+// tanh: |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (e^(2|x|) + 1), which is 1
+// for large |x| (e^x overflows to inf) and NaN for NaN.
+// erf: |x| < 1: x P(x^2); below 3.95: 1 - e^(-x^2) R(1/|x|) / |x| (erfc's
+// asymptotic form); beyond, 1 in f32 (NaN stays NaN).
+// FN is the functions' storage class; NOCONTRACT keeps each a * b + c two
+// roundings (the text's KILN_NOCONTRACT), so the folder and the kernels agree.
+#ifndef KILN_OPMATH_H
+#define KILN_OPMATH_H
+
+#define KILN_OPMATH(FN, NOCONTRACT)                                                              \
+  FN float kiln_tanhf(float x) {                                                                 \
+    NOCONTRACT                                                                                   \
+    float a = fabsf(x), t = a * a, p = 2.289736876e-03f;                                         \
+    p = p * t + -8.340986446e-03f; p = p * t + 2.176789753e-02f; p = p * t + -5.395911634e-02f;  \
+    p = p * t + 1.333330274e-01f; p = p * t + -3.333333433e-01f;                                 \
+    float small = a + (a * t) * p, big = 1.0f - 2.0f / (expf(2.0f * a) + 1.0f);                  \
+    return copysignf(a < 0.625f ? small : big, x);                                               \
+  }                                                                                              \
+  FN float kiln_erff(float x) {                                                                  \
+    NOCONTRACT                                                                                   \
+    float a = fabsf(x), t = a * a, p = 1.055710413e-06f;                                         \
+    p = p * t + -1.389633053e-05f; p = p * t + 1.195442965e-04f; p = p * t + -8.542455616e-04f;  \
+    p = p * t + 5.223774817e-03f; p = p * t + -2.686613053e-02f; p = p * t + 1.128379107e-01f;   \
+    p = p * t + -3.761263788e-01f; p = p * t + 1.128379226e+00f;                                 \
+    float u = 1.0f / (a > 1.0f ? a : 1.0f), r = -3.680403903e-02f;                               \
+    r = r * u + 1.640424132e-01f; r = r * u + -2.626735270e-01f; r = r * u + 9.502913803e-02f;   \
+    r = r * u + 2.561396062e-01f; r = r * u + -3.647153378e-01f; r = r * u + 1.323715877e-02f;   \
+    r = r * u + 5.633278489e-01f;                                                                \
+    float small = a * p, big = 1.0f - expf(-t) * (r * u);                                        \
+    return copysignf(a < 1.0f ? small : a < 3.95f ? big : a == a ? 1.0f : a, x);                 \
+  }
+
+// log1p and expm1 by Goldberg's and Kahan's forms on logf and expf (vectorized
+// by libmvec): log1p(x) = log(u) x / (u - 1) with u = 1 + x, x itself where
+// u == 1; expm1(x) = (u - 1) x / log(u) with u = e^x, x where u == 1 and -1
+// where u - 1 is (libm's are within 1 ulp; these are SLEEF's faster class).
+#define KILN_OPMATH_LOG(FN, NOCONTRACT)                                                          \
+  FN float kiln_log1pf(float x) {                                                                \
+    NOCONTRACT                                                                                   \
+    float u = 1.0f + x, r = logf(u) * (x / (u - 1.0f));                                          \
+    return u == 1.0f ? x : u == INFINITY ? u : r;                                                \
+  }                                                                                              \
+  FN float kiln_expm1f(float x) {                                                                \
+    NOCONTRACT                                                                                   \
+    float u = expf(x), um1 = u - 1.0f, r = um1 * (x / logf(u));                                  \
+    return u == 1.0f ? x : um1 == -1.0f ? -1.0f : u == INFINITY ? u : r;                         \
+  }
+
+#define KILN_OPMATH_STR_(...) #__VA_ARGS__
+#define KILN_OPMATH_STR(...) KILN_OPMATH_STR_(__VA_ARGS__)
+// The definitions as one line of C for generated code, whose prelude defines
+// KILN_FN and KILN_NOCONTRACT.
+#define KILN_OPMATH_TEXT KILN_OPMATH_STR(KILN_OPMATH(KILN_FN, KILN_NOCONTRACT) KILN_OPMATH_LOG(KILN_FN, KILN_NOCONTRACT)) "\n"
+
+#endif
