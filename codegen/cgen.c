@@ -790,6 +790,18 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
   cg_line(g, "for (int64_t row = lo; row < hi; row++) {");
   g->ind++;
   cg_row_offsets(g, x, ax, bl >= 0);
+  if (n->op == OP_CUMSUM) {   // in order, in the result's dtype, as NumPy's
+    cg_line(g, "%s acc = 0;", T);
+    cg_line(g, "for (int64_t j = 0; j < %s; j++) { acc += b%d[xo + j*xs%d]; b%d[oo + j*%s] = acc; }", L, bx, ax, K->out, ostr[ax]);
+    g->ind--;
+    cg_line(g, "}");
+    end_kernel(g);
+    Dim rows[IR_MAXDIM]; int nr = 0;
+    for (int i = 0; i < nd; i++) if (i != ax) rows[nr++] = x->shape[i];
+    cg_prod(work, 128, rows, 0, nr);
+    snprintf(grain, 128, "(16384 / (%s + 1) + 1)", L);
+    return;
+  }
   // The max and the sum in 8 lanes, so that neither waits on the latency of
   // one long chain (a row of 28 took 1.6 ns an element); the max is exact in
   // any order, the sum adds the lanes pairwise at the end (the same order for

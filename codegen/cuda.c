@@ -306,6 +306,16 @@ static void row_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   cg_line(g, "for (int64_t row = blockIdx.x; row < %s; row += gridDim.x) {", st->work);
   g->ind++;
   cg_row_offsets(g, x, ax, bl >= 0);
+  if (n->op == OP_CUMSUM) {
+    // One thread adds a row in order: the CPU's sums to the bit. (A parallel
+    // scan is faster on long rows and sums in another order.)
+    cg_line(g, "if (threadIdx.x == 0) {");
+    cg_line(g, "  %s acc = 0;", T);
+    cg_line(g, "  for (int64_t j = 0; j < %s; j++) { acc += b%d[xo + j*xs%d]; b%d[oo + j*%s] = acc; }", L, bx, ax, K->out, ostr[ax]);
+    cg_line(g, "}");
+    end(g);
+    return;
+  }
   cg_line(g, "%s m = -INFINITY;", T);
   cg_line(g, "for (int64_t j = threadIdx.x; j < %s; j += blockDim.x) m = kiln_max2(m, b%d[xo + j*xs%d]);", L, bx, ax);
   cg_line(g, "m = kiln_block_max(m, sh);");

@@ -227,6 +227,10 @@ static Value op_row(Ev *ev, const Builtin *b, Args *a) {
   Node *x = bi_tensor(ev, b, a, 0, "x");
   Span sp = a->span;
   Value *av = bi_arg(a, 1, "axis", &sp);
+  // NumPy's cumsum without an axis runs over the flattened tensor, PyTorch's
+  // needs one: rather than guess, Kiln asks for it above rank 1.
+  if (b->op == OP_CUMSUM && !av && x->ndim > 1)
+    ev_fail(ev, a->span, "cumsum needs axis= for a tensor of rank %d (NumPy's flattens it first: cumsum(reshape(x, [-1])) does that)", x->ndim);
   int axis = av ? bi_axis(ev, ev_const_int(ev, *av, sp, "axis"), x->ndim, sp) : x->ndim - 1;
   Node *r = ev_check(ev, ir_row(ev->c, b->op, x, axis), a->span);
   if (b->op == OP_LOGSUMEXP && bi_bool(ev, a, 2, "keepdims", 0)) {
@@ -864,7 +868,7 @@ static const Builtin from_ops[OP_COUNT] = {
   [OP_##name] = {str, kind == K_EW && !((flags) & F_SPECIAL) ? op_elementwise : kind == K_REDUCE ? op_reduce \
                    : kind == K_ROW ? op_row : NULL, OP_##name,                                              \
                  kind == K_REDUCE ? str "(x, axis=None, keepdims=false)" : OP_##name == OP_SCE ? str "(logits, labels)" \
-                 : OP_##name == OP_LOGSUMEXP ? str "(x, axis=-1, keepdims=false)" : kind == K_ROW ? str "(x, axis=-1)" \
+                 : OP_##name == OP_LOGSUMEXP ? str "(x, axis=-1, keepdims=false)" : OP_##name == OP_CUMSUM ? str "(x, axis)  (axis may be left out for rank 1)" : kind == K_ROW ? str "(x, axis=-1)" \
                  : n == 1 ? str "(x)" : n == 2 ? str "(a, b)" : str "(cond, a, b)"},
 #include "ir/ops.def"
 #undef OP

@@ -403,10 +403,13 @@ Node *ir_matmul(IrCtx *c, Node *a, Node *b) {
 }
 
 Node *ir_row(IrCtx *c, Op op, Node *a, int axis) {
+  if (!a) return NULL;   // an operand's builder failed (c->err says why)
   if (a->ndim == 0) return fail(c, "%s needs a tensor of rank 1 or more", ir_ops[op].name);
   if (axis < 0) axis += a->ndim;
   if (axis < 0 || axis >= a->ndim) return fail(c, "%s: axis out of range for a %d-d tensor", ir_ops[op].name, a->ndim);
-  a = floatify(c, a);
+  // cumsum keeps integers, summed as sum does (bool and i32 in i64); the others are float math
+  if (op != OP_CUMSUM) a = floatify(c, a);
+  else if (a->dtype == DT_BOOL || a->dtype == DT_I32) a = ir_cast(c, a, DT_I64);
   Node n = proto(op, a->dtype, a->ndim, a->shape);
   if (op == OP_LOGSUMEXP) {
     n.ndim = 0;

@@ -308,6 +308,23 @@ static Node *grad_LOGSUMEXP(GradCtx *g, Node *n, Node *adj, int i) {
   int axis = (int)n->a.i[0];
   return mul(g, keepdims(g, adj, x, 1u << axis), ir_row(g->c, OP_SOFTMAX, x, axis));
 }
+// The sums from each position to the row's end: adj's running sum read backwards
+// (reversed, summed, reversed); along a symbolic axis, which cannot be reversed
+// by a slice, the row's total less the running sum before each position.
+static Node *grad_CUMSUM(GradCtx *g, Node *n, Node *adj, int i) {
+  int axis = (int)n->a.i[0];
+  Dim len = adj->shape[axis];
+  if (len.sym) return add(g, sub(g, sum_axes(g, adj, 1u << axis), ir_row(g->c, OP_CUMSUM, adj, axis)), adj);
+  int64_t start[IR_MAXDIM] = {0}, count[IR_MAXDIM], step[IR_MAXDIM];
+  for (int d = 0; d < adj->ndim; d++) count[d] = -1, step[d] = 1;   // other axes whole
+  count[axis] = len.k;
+  start[axis] = len.k - 1;
+  step[axis] = -1;
+  if (len.k == 0) return adj;
+  Node *rev = ir_slice(g->c, adj, start, count, step), *run = rev ? ir_row(g->c, OP_CUMSUM, rev, axis) : NULL;
+  return run ? ir_slice(g->c, run, start, count, step) : NULL;
+}
+
 // loss = logsumexp(logits) - logits[label]: adj[..., None] * (softmax - onehot(label)).
 static Node *grad_SCE(GradCtx *g, Node *n, Node *adj, int i) {
   if (i == 1) return NULL;  // labels are class indices

@@ -258,6 +258,9 @@ def binary(T, rng):
     T2.op("tile", "tile(a, [2, 1, 3]) ^ 2", lambda a: np.tile(a, (2, 1, 3)), [(_any(r2, (2, 2)), "f64")])
     T2.op("squeeze and expand_dims", "expand_dims(squeeze(a), 0) ^ 3", lambda a: np.expand_dims(np.squeeze(a), 0),
           [(_any(r2, (1, 3, 1)), "f64")])
+    for ax in (0, 1):
+        T2.op("cumsum axis %d" % ax, "cumsum(a, axis=%d) ^ 2" % ax, lambda a: a, [(_any(r2, (3, 4)), "f64")])
+    T2.op("cumsum of a cumsum", "cumsum(cumsum(a) * a)", lambda a: a, [(_any(r2, (5,)), "f64")])
     T2.op("mod by a scalar", "mod(a, 0.75) * a", lambda a: a, [(f32(r2.uniform(0.1, 0.6, (4,)) + 0.75 * r2.integers(-2, 3, 4)), "f64")])
 
     # powers with constant exponents, including negative bases

@@ -1065,6 +1065,27 @@ def numpy_names(S, rng):
           expect_exact(np.repeat(np.arange(6.0).reshape(2, 3), 2, axis=1) * 1.5))
 
 
+def cumsum_ops(S, rng):
+    """cumsum against NumPy's: every axis, dtypes (bool and i32 sum in i64, as
+    NumPy's does on Linux), empty rows, and on kernels."""
+    r = np.random.default_rng(87)
+    x = f32(r.standard_normal((2, 3, 4)))
+    for ax in (0, 1, 2, -1):
+        S.add("cumsum axis %d" % ax, [], "cumsum(%s, axis=%d)" % (lit(x), ax), expect_close(np.cumsum(x, axis=ax), rtol=1e-5, atol=1e-5))
+    v = f32(r.standard_normal(7))
+    S.add("cumsum rank 1 default axis", [], "cumsum(%s)" % lit(v), expect_close(np.cumsum(v), rtol=1e-5, atol=1e-6))
+    S.add("cumsum f64", [], "cumsum(%s, axis=1) - %s" % (lit(x, "f64"), lit(f32(np.cumsum(x, 1)), "f64")),
+          expect_f64(f32(np.cumsum(x, 1)), np.cumsum(x, 1)))
+    ai = r.integers(-9, 9, (3, 4))
+    for dt in ("i32", "i64"):
+        S.add("cumsum %s" % dt, [], "cumsum(%s, axis=0)" % lit(ai, dt), expect_exact(np.cumsum(ai, axis=0)))
+    S.add("cumsum bool counts", [], "cumsum(%s)" % lit(np.array([True, False, True, True])), expect_exact([1, 1, 2, 3]))
+    S.add("cumsum empty axis", [], "shape(cumsum(zeros([3, 0]), axis=1))", expect_exact([3, 0]))
+    S.add("cumsum kernel", [], "cumsum(reshape(arange(60, dtype=f64), [3, 4, 5]) * 0.5, axis=1)",
+          expect_exact(np.cumsum(np.arange(60.0).reshape(3, 4, 5) * 0.5, axis=1)))
+    S.add("cumsum of infinities", [], "cumsum(%s / 0)" % lit([1.0, -1.0, 1.0]), expect_close([np.inf, np.nan, np.nan]))
+
+
 def build(S, rng):
     unary(S, rng)
     binary(S, rng)
@@ -1077,6 +1098,7 @@ def build(S, rng):
     einsum_ops(S, rng)
     pad_ops(S, rng)
     numpy_names(S, rng)
+    cumsum_ops(S, rng)
     integers(S, rng)
     casts(S, rng)
     reductions(S, rng)
