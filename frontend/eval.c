@@ -154,6 +154,7 @@ static const char *const other_names[][2] = {
   {"remainder", "mod or %"}, {"nan_to_num", "where(isfinite(x), x, 0)"}, {"fmod", "mod or %, whose result takes the divisor's sign, not the dividend's"}, {"floor_divide", "floordiv or //"},
   {"view", "reshape"}, {"square", "x ^ 2"}, {"power", "pow or ^"}, {"dot", "@"}, {"mm", "@"},
   {"cross_entropy", "softmax_cross_entropy"}, {"binary_cross_entropy_with_logits", "sigmoid_cross_entropy"},
+  {"HuberLoss", "huber (import \"nn\")"}, {"smooth_l1_loss", "huber(pred, target, beta) / beta (import \"nn\")"}, {"mse_loss", "(a - b) ^ 2"},
   {"Linear", "dense (import \"nn\")"}, {"Conv2d", "conv (import \"nn\")"},
   {"BatchNorm2d", "batchnorm (import \"nn\")"}, {"LayerNorm", "layernorm (import \"nn\")"},
   {"Embedding", "embedding (import \"nn\")"}, {"Dropout", "dropout"}, {"swish", "silu"},

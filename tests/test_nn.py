@@ -630,6 +630,39 @@ def stats_and_losses(S):
           expect_close(want, rtol=1e-5, atol=1e-5))
 
 
+def losses(S, rng):
+    """lib/nn.kiln's huber and smoothed_cross_entropy against PyTorch's
+    definitions in NumPy, and their gradients in f64 against finite differences."""
+    r = np.random.default_rng(88)
+    p, t = f32(r.standard_normal((3, 4)) * 2), f32(r.standard_normal((3, 4)))
+    for delta in (1.0, 0.5, 2.5):
+        d = np.abs(p - t)
+        want = np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+        S.add("loss huber delta %g" % delta, ['import "nn"'], "huber(%s, %s, delta=%g)" % (lit(p), lit(t), delta),
+              expect_close(want, rtol=1e-5, atol=1e-6))
+    z = f32(r.standard_normal((5, 7)) * 3)
+    y = r.integers(0, 7, 5)
+    ls = z - z.max(-1, keepdims=True)
+    ls = ls - np.log(np.exp(ls).sum(-1, keepdims=True))
+    for eps in (0.0, 0.1, 1.0):
+        want = (1 - eps) * -ls[np.arange(5), y] + eps * -ls.mean(-1)
+        S.add("loss smoothed_cross_entropy eps %g" % eps, ['import "nn"'],
+              "smoothed_cross_entropy(%s, %s, %g)" % (lit(z), lit(y, "i32"), eps), expect_close(want, rtol=1e-5, atol=1e-6))
+    S.add("loss smoothed_cross_entropy batch of sequences", ['import "nn"'],
+          "smoothed_cross_entropy(%s, %s, 0.2)" % (lit(z.reshape(1, 5, 7)), lit(y.reshape(1, 5), "i64")),
+          expect_close(((0.8 * -ls[np.arange(5), y]) + 0.2 * -ls.mean(-1)).reshape(1, 5), rtol=1e-5, atol=1e-6))
+    T = GC(S, r)
+    w = f32(r.standard_normal((3, 4)))
+    fn, wn = S.fresh("HU"), S.fresh("Wh")
+    x = f32(t + np.where(r.random((3, 4)) < 0.5, -1, 1) * r.uniform(0.1, 0.8, (3, 4)) * np.where(r.random((3, 4)) < 0.5, 1, 3))
+    T.core("loss huber gradient", ['import "nn"', "%s = %s" % (wn, lit(t, "f64")), "%s(a) = sum(huber(a, %s, delta=1))" % (fn, wn)],
+           fn, [(x, "f64")])
+    fn = S.fresh("SC")
+    T.core("loss smoothed_cross_entropy gradient", ['import "nn"', "%s(a) = sum(smoothed_cross_entropy(a, %s, 0.3) * %s)"
+                                                    % (fn, lit(y, "i32"), lit(f32(r.standard_normal(5)), "f64"))],
+           fn, [(z, "f64")])
+
+
 def build(S, rng):
     stats_and_losses(S)
     activations(S)
@@ -640,6 +673,7 @@ def build(S, rng):
     conv_bias_gradients(S, rng)
     pooling(S, rng)
     attention_checks(S, rng)
+    losses(S, rng)
 
 
 if __name__ == "__main__":
