@@ -775,33 +775,11 @@ static void matmul_host(Gen *g, Str *host, const Kernel *K, int k) {
   if (K->strategy == MM_BY_SIZE) str_put(host, "  }\n");
 }
 
-// Row ops along one axis: max, sum of exponentials, then the op's output.
-static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
-  Node *n = K->node, *x = n->src[0];
-  int ax = (int)n->a.i[0], nd = x->ndim;
+// A row op's row max m and sum of exponentials s (the lines that declare them).
+static void row_max_sumexp(Gen *g, const Kernel *K, Node *n, int bx, const char *L, const char *ostr) {
+  int ax = (int)n->a.i[0];
   int f32 = n->dtype == DT_F32;
-  const char *T = cg_ctype(n->dtype), *EXP = f32 ? "expf" : "exp", *LOG = f32 ? "logf" : "log";
-  char L[64], ostr[IR_MAXDIM][96];
-  cg_dim(L, sizeof L, x->shape[ax]);
-  begin_kernel(g, K, k);
-  int bx = declare_view(g, x, "x");
-  int bl = n->op == OP_SCE ? declare_view(g, n->src[1], "l") : -1;
-  for (int i = 0; i < nd; i++) cg_prod(ostr[i], 96, x->shape, i + 1, nd);
-  cg_line(g, "for (int64_t row = lo; row < hi; row++) {");
-  g->ind++;
-  cg_row_offsets(g, x, ax, bl >= 0);
-  if (n->op == OP_CUMSUM) {   // in order, in the result's dtype, as NumPy's
-    cg_line(g, "%s acc = 0;", T);
-    cg_line(g, "for (int64_t j = 0; j < %s; j++) { acc += b%d[xo + j*xs%d]; b%d[oo + j*%s] = acc; }", L, bx, ax, K->out, ostr[ax]);
-    g->ind--;
-    cg_line(g, "}");
-    end_kernel(g);
-    Dim rows[IR_MAXDIM]; int nr = 0;
-    for (int i = 0; i < nd; i++) if (i != ax) rows[nr++] = x->shape[i];
-    cg_prod(work, 128, rows, 0, nr);
-    snprintf(grain, 128, "(16384 / (%s + 1) + 1)", L);
-    return;
-  }
+  const char *T = cg_ctype(n->dtype), *EXP = f32 ? "expf" : "exp";
   // The max and the sum in 8 lanes, so that neither waits on the latency of
   // one long chain (a row of 28 took 1.6 ns an element); the max is exact in
   // any order, the sum adds the lanes pairwise at the end (the same order for
@@ -824,10 +802,10 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
   // it, and its exps stay scalar calls.
   if (n->op == OP_SOFTMAX) {
     cg_line(g, "KILN_ROW_LOOP");
-    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] = %s(b%d[xo + j*xs%d] - m);", L, K->out, ostr[ax], EXP, bx, ax);
+    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] = %s(b%d[xo + j*xs%d] - m);", L, K->out, ostr, EXP, bx, ax);
     cg_line(g, "for (j = 0; j + 8 <= %s; j += 8)", L);
-    cg_line(g, "  for (int u = 0; u < 8; u++) sx[u] += b%d[oo + (j + u)*%s];", K->out, ostr[ax]);
-    cg_line(g, "for (; j < %s; j++) sx[0] += b%d[oo + j*%s];", L, K->out, ostr[ax]);
+    cg_line(g, "  for (int u = 0; u < 8; u++) sx[u] += b%d[oo + (j + u)*%s];", K->out, ostr);
+    cg_line(g, "for (; j < %s; j++) sx[0] += b%d[oo + j*%s];", L, K->out, ostr);
   } else {
     cg_line(g, "%s e[256];", T);
     cg_line(g, "for (int64_t c0 = 0; c0 < %s; c0 += 256) {", L);
@@ -840,7 +818,30 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
     cg_line(g, "}");
   }
   cg_line(g, "const %s s = ((sx[0] + sx[1]) + (sx[2] + sx[3])) + ((sx[4] + sx[5]) + (sx[6] + sx[7]));", T);
+}
+
+// Row ops along one axis: max, sum of exponentials, then the op's output
+// (cumsum: a running sum, on its own).
+static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
+  Node *n = K->node, *x = n->src[0];
+  int ax = (int)n->a.i[0], nd = x->ndim;
+  int f32 = n->dtype == DT_F32;
+  const char *T = cg_ctype(n->dtype), *LOG = f32 ? "logf" : "log";
+  char L[64], ostr[IR_MAXDIM][96];
+  cg_dim(L, sizeof L, x->shape[ax]);
+  begin_kernel(g, K, k);
+  int bx = declare_view(g, x, "x");
+  int bl = n->op == OP_SCE ? declare_view(g, n->src[1], "l") : -1;
+  for (int i = 0; i < nd; i++) cg_prod(ostr[i], 96, x->shape, i + 1, nd);
+  cg_line(g, "for (int64_t row = lo; row < hi; row++) {");
+  g->ind++;
+  cg_row_offsets(g, x, ax, bl >= 0);
+  if (n->op != OP_CUMSUM) row_max_sumexp(g, K, n, bx, L, ostr[ax]);
   switch (n->op) {
+  case OP_CUMSUM:   // in order, in the result's dtype, as NumPy's
+    cg_line(g, "%s acc = 0;", T);
+    cg_line(g, "for (int64_t j = 0; j < %s; j++) { acc += b%d[xo + j*xs%d]; b%d[oo + j*%s] = acc; }", L, bx, ax, K->out, ostr[ax]);
+    break;
   case OP_SOFTMAX:
     cg_line(g, "const %s inv = 1 / s;", T);
     cg_line(g, "KILN_ROW_LOOP");
