@@ -161,7 +161,7 @@ const char *cg_value(Gen *g, Node *n, Index *ix) {
 }
 
 // An op's C template with $0 $1 $2 replaced by args and $t by the operands'
-// dtype name (a helper per dtype: kiln_mod_i64): the one text both emitters
+// dtype name (a helper per dtype: kiln_mod_i64, ir/opmath.h): the one text both emitters
 // print (CUDA C takes the same expressions: its prelude supplies what <math.h>
 // and <stdint.h> would, and the rt_rand_* functions as device code).
 void cg_template(char *expr, size_t len, const char *tpl, const char *const *args, DType t) {

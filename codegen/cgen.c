@@ -1014,7 +1014,7 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
   Str body = {0}, host = {0};
   Gen g = {.s = s, .c = s->ctx, .out = &body};
   memset(cs, 0, sizeof *cs);
-  str_put(&body, "%s%s%s%s%s", prelude, cg_philox_text, cg_divmod_text, KILN_OPMATH_TEXT, prelude_rand);
+  str_put(&body, "%s%s%s%s", prelude, cg_philox_text, KILN_OPMATH_TEXT, prelude_rand);
   str_put(&body, "typedef struct { const int64_t *D; void *scratch; void *b[%d]; } Args;\n", s->nbufs ? s->nbufs : 1);
   str_put(&body, "typedef struct { const Args *A; int64_t base; } Epi;   // an epilogue's context\n");
   cg_emit_layout(s, &host, 1);

@@ -45,7 +45,6 @@ void cg_literal(char *buf, size_t len, DType t, double v);
 void cg_template(char *buf, size_t len, const char *tpl, const char *const *args, DType t);  // $0 $1 $2 -> args, $t -> t's name
 const char *cg_op_text(Op op, DType operands);      // the op's c_f32 or c_f64 text
 extern const char cg_philox_text[];                  // philox_text.c: the random numbers, for both preludes
-extern const char cg_divmod_text[];                  // divmod_text.c: // and % (NumPy's), for both preludes
 
 // From cgen.c, for the CUDA emitter (cuda.c): a kernel's views, its shape of loop;
 // from cexpr.c, a reduction's starting value, accumulator type and step.

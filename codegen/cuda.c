@@ -632,7 +632,7 @@ int cg_emit_cuda(const Schedule *s, CudaSource *cs, char *err, size_t errlen) {
   Gen g = {.s = s, .c = s->ctx, .out = &body};
   memset(cs, 0, sizeof *cs);
   cs->ndims = s->ctx->nsyms + 1;
-  str_put(&body, "%s%s%s%s%s", prelude, cg_philox_text, cg_divmod_text, KILN_OPMATH_TEXT, prelude_rest);
+  str_put(&body, "%s%s%s%s", prelude, cg_philox_text, KILN_OPMATH_TEXT, prelude_rest);
   str_put(&body, "typedef struct { int64_t d[%d]; } KILN_PFX_dims;   // D[symbol]: the bound dimensions\n", cs->ndims);
   for (int k = 0; k < s->nk; k++) {
     const Kernel *K = &s->ks[k];

@@ -1,4 +1,5 @@
-// The f32 tanh, erf, log1p and expm1 that Kiln's ops compute, defined once for the two
+// The f32 tanh, erf, log1p and expm1 that Kiln's ops compute, and // and % in
+// every dtype, defined once for the two
 // places that need them: passes/fold.c compiles these functions, and both
 // emitters print the same text (KILN_OPMATH_TEXT) into generated code. libm's
 // tanhf and erff are scalar calls (about 30 ns each; Clang 14 maps neither to
@@ -55,10 +56,49 @@
     return u == 1.0f ? x : um1 == -1.0f ? -1.0f : u == INFINITY ? u : r;                         \
   }
 
+// Floor division and the remainder with the divisor's sign (NumPy's
+// floor_divide and remainder, Python's // and %), by dtype (the op table's $t).
+// The float forms follow NumPy's npy_divmod: the quotient comes from fmod's
+// exact remainder, so a // b and a % b agree (a == b * (a // b) + a % b up to
+// rounding) where floor(a / b) would not (1 // 0.1 is 9, as 1 % 0.1 is nearly
+// 0.1). Division by zero gives a / b (inf or NaN) for floats and 0 for
+// integers, as NumPy does; the integer forms never divide by 0 or -1, whose
+// quotient of the most negative value overflows (it wraps instead).
+#define KILN_OPMATH_DIVMOD_FLOAT(FN, T, S, FMOD, FLOOR, COPYSIGN)                                \
+  FN T kiln_mod_##S(T a, T b) {                                                                  \
+    T m = FMOD(a, b);                                                                            \
+    if (b == 0) return m;                                                                        \
+    return m != 0 ? ((b < 0) != (m < 0) ? m + b : m) : COPYSIGN((T)0, b);                       \
+  }                                                                                              \
+  FN T kiln_floordiv_##S(T a, T b) {                                                             \
+    if (b == 0) return a / b;                                                                    \
+    T m = FMOD(a, b), d = (a - m) / b;                                                           \
+    if (m != 0 && (b < 0) != (m < 0)) d -= 1;                                                    \
+    if (d == 0) return COPYSIGN((T)0, a / b);                                                    \
+    T f = FLOOR(d);                                                                              \
+    return d - f > (T)0.5 ? f + 1 : f;                                                           \
+  }
+#define KILN_OPMATH_DIVMOD(FN)                                                                   \
+  KILN_OPMATH_DIVMOD_FLOAT(FN, float, f32, fmodf, floorf, copysignf)                             \
+  KILN_OPMATH_DIVMOD_FLOAT(FN, double, f64, fmod, floor, copysign)                               \
+  FN int64_t kiln_floordiv_i64(int64_t a, int64_t b) {                                           \
+    if (b == 0) return 0;                                                                        \
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);                                              \
+    return a / b - (a % b != 0 && (a < 0) != (b < 0));                                           \
+  }                                                                                              \
+  FN int64_t kiln_mod_i64(int64_t a, int64_t b) {                                                \
+    if (b == 0 || b == -1) return 0;                                                             \
+    int64_t r = a % b;                                                                           \
+    return r != 0 && (r < 0) != (b < 0) ? r + b : r;                                             \
+  }                                                                                              \
+  FN int32_t kiln_floordiv_i32(int32_t a, int32_t b) { return (int32_t)kiln_floordiv_i64(a, b); } \
+  FN int32_t kiln_mod_i32(int32_t a, int32_t b) { return (int32_t)kiln_mod_i64(a, b); }
+
 #define KILN_OPMATH_STR_(...) #__VA_ARGS__
 #define KILN_OPMATH_STR(...) KILN_OPMATH_STR_(__VA_ARGS__)
 // The definitions as one line of C for generated code, whose prelude defines
 // KILN_FN and KILN_NOCONTRACT.
-#define KILN_OPMATH_TEXT KILN_OPMATH_STR(KILN_OPMATH(KILN_FN, KILN_NOCONTRACT) KILN_OPMATH_LOG(KILN_FN, KILN_NOCONTRACT)) "\n"
+#define KILN_OPMATH_TEXT \
+  KILN_OPMATH_STR(KILN_OPMATH(KILN_FN, KILN_NOCONTRACT) KILN_OPMATH_LOG(KILN_FN, KILN_NOCONTRACT) KILN_OPMATH_DIVMOD(KILN_FN)) "\n"
 
 #endif

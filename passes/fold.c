@@ -94,8 +94,9 @@ static Num operand_at(const Node *a, int64_t i) {
 }
 
 // ---- elementwise: the op table's C text, per dtype -------------------------------------
-// tanh and erf in f32 as the kernels compute them (ir/opmath.h); a clang build
-// of Kiln would otherwise contract their a * b + c, which the kernels do not.
+// tanh, erf, log1p, expm1 in f32 and // and % as the kernels compute them
+// (ir/opmath.h); a clang build of Kiln would otherwise contract their a * b + c,
+// which the kernels do not.
 #ifdef __clang__
 #define FOLD_NOCONTRACT _Pragma("STDC FP_CONTRACT OFF")
 #else
@@ -103,38 +104,7 @@ static Num operand_at(const Node *a, int64_t i) {
 #endif
 KILN_OPMATH(static, FOLD_NOCONTRACT)
 KILN_OPMATH_LOG(static, FOLD_NOCONTRACT)
-
-// Floor division and remainder as codegen/divmod_text.c computes them for the
-// kernels (NumPy's npy_divmod; integers: 0 for a zero divisor, wrapping at -1).
-#define FOLD_DIVMOD(T, S, FMOD, FLOOR, COPYSIGN)                                   \
-  static T mod_##S(T a, T b) {                                                     \
-    T m = FMOD(a, b);                                                              \
-    if (b == 0) return m;                                                          \
-    return m != 0 ? ((b < 0) != (m < 0) ? m + b : m) : COPYSIGN(0, b);             \
-  }                                                                                \
-  static T floordiv_##S(T a, T b) {                                                \
-    if (b == 0) return a / b;                                                      \
-    T m = FMOD(a, b), d = (a - m) / b;                                             \
-    if (m != 0 && (b < 0) != (m < 0)) d -= 1;                                      \
-    if (d == 0) return COPYSIGN(0, a / b);                                         \
-    T f = FLOOR(d);                                                                \
-    return d - f > (T)0.5 ? f + 1 : f;                                             \
-  }
-FOLD_DIVMOD(float, f32, fmodf, floorf, copysignf)
-FOLD_DIVMOD(double, f64, fmod, floor, copysign)
-#undef FOLD_DIVMOD
-
-static int64_t floordiv_int(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return (int64_t)(0 - (uint64_t)a);
-  return a / b - (a % b != 0 && (a < 0) != (b < 0));
-}
-
-static int64_t mod_int(int64_t a, int64_t b) {
-  if (b == 0 || b == -1) return 0;
-  int64_t r = a % b;
-  return r != 0 && (r < 0) != (b < 0) ? r + b : r;
-}
+KILN_OPMATH_DIVMOD(static inline)
 
 static int ew_f32(Op op, const Num *x, Num *r) {
   float a = x[0].f, b = x[1].f, v;
@@ -163,8 +133,8 @@ static int ew_f32(Op op, const Num *x, Num *r) {
   case OP_MUL: v = a * b; break;
   case OP_DIV: v = a / b; break;
   case OP_POW: v = powf(a, b); break;
-  case OP_FLOORDIV: v = floordiv_f32(a, b); break;
-  case OP_MOD: v = mod_f32(a, b); break;
+  case OP_FLOORDIV: v = kiln_floordiv_f32(a, b); break;
+  case OP_MOD: v = kiln_mod_f32(a, b); break;
   case OP_MAXIMUM: v = a > b || a != a ? a : b; break;
   case OP_MINIMUM: v = a < b || a != a ? a : b; break;
   default: return 0;
@@ -200,8 +170,8 @@ static int ew_f64(Op op, const Num *x, Num *r) {
   case OP_MUL: v = a * b; break;
   case OP_DIV: v = a / b; break;
   case OP_POW: v = pow(a, b); break;
-  case OP_FLOORDIV: v = floordiv_f64(a, b); break;
-  case OP_MOD: v = mod_f64(a, b); break;
+  case OP_FLOORDIV: v = kiln_floordiv_f64(a, b); break;
+  case OP_MOD: v = kiln_mod_f64(a, b); break;
   case OP_MAXIMUM: v = a > b || a != a ? a : b; break;
   case OP_MINIMUM: v = a < b || a != a ? a : b; break;
   default: return 0;
@@ -223,8 +193,8 @@ static int ew_int(Op op, const Num *x, Num *r) {
   case OP_ADD: v = (int64_t)((uint64_t)a + (uint64_t)b); break;
   case OP_SUB: v = (int64_t)((uint64_t)a - (uint64_t)b); break;
   case OP_MUL: v = (int64_t)((uint64_t)a * (uint64_t)b); break;
-  case OP_FLOORDIV: v = floordiv_int(a, b); break;
-  case OP_MOD: v = mod_int(a, b); break;
+  case OP_FLOORDIV: v = kiln_floordiv_i64(a, b); break;
+  case OP_MOD: v = kiln_mod_i64(a, b); break;
   case OP_MAXIMUM: v = a > b ? a : b; break;
   case OP_MINIMUM: v = a < b ? a : b; break;
   case OP_AND: v = a && b; break;

@@ -1408,26 +1408,8 @@ static void run_epilogue_case(const char *name, IrGraph *(*build)(IrCtx *, const
 static volatile double fold_a[10] = {-2.5, -1, -0.5, 0, 0.25, 1, 1.5, 3, NAN, INFINITY};
 static volatile double fold_b[10] = {1.5, -2, 0.5, 2, -0.75, 3, 0.3, -1, 2, -INFINITY};
 
-// NumPy's floor_divide and remainder (npy_divmod), which codegen/divmod_text.c
-// prints for the kernels, written out once per float type.
-#define REF_DIVMOD(T, S, FMOD, FLOOR, COPYSIGN)                                        \
-  static T ref_mod_##S(T a, T b) {                                                     \
-    T m = FMOD(a, b);                                                                  \
-    if (b == 0 || m == 0) return b == 0 ? m : COPYSIGN(0, b);                          \
-    return (b < 0) != (m < 0) ? m + b : m;                                             \
-  }                                                                                    \
-  static T ref_floordiv_##S(T a, T b) {                                                \
-    if (b == 0) return a / b;                                                          \
-    T m = FMOD(a, b), d = (a - m) / b;                                                 \
-    if (m != 0 && (b < 0) != (m < 0)) d -= 1;                                          \
-    if (d == 0) return COPYSIGN(0, a / b);                                             \
-    return d - FLOOR(d) > (T)0.5 ? FLOOR(d) + 1 : FLOOR(d);                            \
-  }
-REF_DIVMOD(float, f32, fmodf, floorf, copysignf)
-REF_DIVMOD(double, f64, fmod, floor, copysign)
-#undef REF_DIVMOD
 
-// ir/opmath.h's f32 tanh, erf, log1p and expm1, as the emitters print them.
+// ir/opmath.h's f32 tanh, erf, log1p and expm1, and // and %, as the emitters print them.
 #ifdef __clang__
 #define REF_NOCONTRACT _Pragma("STDC FP_CONTRACT OFF")
 #else
@@ -1435,6 +1417,7 @@ REF_DIVMOD(double, f64, fmod, floor, copysign)
 #endif
 KILN_OPMATH(static, REF_NOCONTRACT)
 KILN_OPMATH_LOG(static, REF_NOCONTRACT)
+KILN_OPMATH_DIVMOD(static inline)
 
 // The emitter's C for each elementwise op (ops.def c_f32), written out.
 static int ref_f32(Op op, float a, float b, float *r) {
@@ -1463,8 +1446,8 @@ static int ref_f32(Op op, float a, float b, float *r) {
   case OP_MUL: *r = (a * b); return 1;
   case OP_DIV: *r = (a / b); return 1;
   case OP_POW: *r = powf(a, b); return 1;
-  case OP_FLOORDIV: *r = ref_floordiv_f32(a, b); return 1;
-  case OP_MOD: *r = ref_mod_f32(a, b); return 1;
+  case OP_FLOORDIV: *r = kiln_floordiv_f32(a, b); return 1;
+  case OP_MOD: *r = kiln_mod_f32(a, b); return 1;
   case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
   case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
   case OP_ISNAN: *r = (a != a); return 1;
@@ -1507,8 +1490,8 @@ static int ref_f64(Op op, double a, double b, double *r) {
   case OP_MUL: *r = (a * b); return 1;
   case OP_DIV: *r = (a / b); return 1;
   case OP_POW: *r = pow(a, b); return 1;
-  case OP_FLOORDIV: *r = ref_floordiv_f64(a, b); return 1;
-  case OP_MOD: *r = ref_mod_f64(a, b); return 1;
+  case OP_FLOORDIV: *r = kiln_floordiv_f64(a, b); return 1;
+  case OP_MOD: *r = kiln_mod_f64(a, b); return 1;
   case OP_MAXIMUM: *r = (a > b || a != a ? a : b); return 1;
   case OP_MINIMUM: *r = (a < b || a != a ? a : b); return 1;
   case OP_ISNAN: *r = (a != a); return 1;
