@@ -79,6 +79,18 @@ DType bi_dtype(Ev *ev, Args *a, int pos, DType def) {
 }
 
 // A list of constant integers: a list literal, a 1-D constant tensor or one number.
+// A tensor known at trace time, folded to constants: its element count, or -1.
+static int64_t const_tensor(Ev *ev, Node **t) {
+  int64_t n;
+  return ir_numel_const(*t, &n) && ev_fold_const(ev, t) ? n : -1;
+}
+
+// Element i of a folded tensor (one folded to a broadcast holds one value).
+static double const_at(const Node *t, int64_t i) {
+  double same;
+  return t->op != OP_CONST && ir_is_scalar_const(t, &same) ? same : ir_const_at(t, i);
+}
+
 int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max) {
   if (v.kind == V_LIST) {
     if (v.n > max) ev_fail(ev, sp, "%s has too many entries (at most %d)", what, max);
@@ -87,13 +99,11 @@ int bi_ints(Ev *ev, Value v, Span sp, const char *what, int64_t *out, int max) {
   }
   Node *t = ev_raw(ev, v, sp, what);
   if (t->ndim == 0) { out[0] = ev_const_int(ev, v, sp, what); return 1; }
-  int64_t n;
-  double same;
-  if (t->ndim != 1 || !ir_numel_const(t, &n) || !ev_fold_const(ev, &t)) ev_fail(ev, sp, "%s must be a list of constant integers", what);
+  int64_t n = t->ndim == 1 ? const_tensor(ev, &t) : -1;
+  if (n < 0) ev_fail(ev, sp, "%s must be a list of constant integers", what);
   if (n > max) ev_fail(ev, sp, "%s has too many entries (at most %d)", what, max);
-  int equal = t->op != OP_CONST && ir_is_scalar_const(t, &same);   // folded to a broadcast
   for (int64_t i = 0; i < n; i++) {
-    double x = equal ? same : ir_const_at(t, i);
+    double x = const_at(t, i);
     if (x != floor(x)) ev_fail(ev, sp, "%s must hold integers, not %g", what, x);
     out[i] = (int64_t)x;
   }
@@ -693,15 +703,13 @@ static Value b_pad(Ev *ev, const Builtin *b, Args *a) {
   Node *x = ev_tensor(ev, bi_need(ev, b, a, 0, "x", &sp), sp, "x");
   Value wv = bi_need(ev, b, a, 1, "widths", &wsp);
   Node *w = ev_raw(ev, wv, wsp, "widths");
-  int64_t n, at[2 * IR_MAXDIM], before[IR_MAXDIM], after[IR_MAXDIM];
-  double same;
+  int64_t n = -1, at[2 * IR_MAXDIM], before[IR_MAXDIM], after[IR_MAXDIM];
   int per_axis = w->ndim == 2;
   if (w->ndim > 2 || (w->ndim >= 1 && w->shape[w->ndim - 1].k != 2) || (per_axis && w->shape[0].k != x->ndim) ||
-      !ir_numel_const(w, &n) || !ev_fold_const(ev, &w))
+      (n = const_tensor(ev, &w)) < 0)
     ev_fail(ev, wsp, "pad's widths are n, [before, after] or one [before, after] per axis (%d here), constant integers", x->ndim);
-  int equal = w->op != OP_CONST && ir_is_scalar_const(w, &same);
   for (int64_t i = 0; i < n; i++) {
-    double v = equal ? same : ir_const_at(w, i);
+    double v = const_at(w, i);
     if (v != floor(v) || v < 0 || v > 1e12) ev_fail(ev, wsp, "pad's widths must be integers from 0 up, not %g", v);
     at[i] = (int64_t)v;
   }
