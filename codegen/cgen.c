@@ -249,6 +249,20 @@ static int64_t const_prod(const Dim *d, int from, int to) {
 
 #define SUM_LANES 8
 
+// A reduction's SUM_LANES partial results (lane[]), pairwise by the op itself,
+// into acc.
+static void lanes_combine(Gen *g, Node *n, DType acc) {
+  for (int w = SUM_LANES / 2; w >= 1; w /= 2) {
+    char other[32];
+    snprintf(other, sizeof other, "lane[u + %d]", w);
+    cg_line(g, "for (int u = 0; u < %d; u++)", w);
+    g->ind++;
+    cg_reduce_step(g, n, acc, "lane[u]", other);
+    g->ind--;
+  }
+  cg_reduce_step(g, n, acc, "acc", "lane[0]");
+}
+
 // A reduction kernel's head: one row r of the output's leading kept axes [0, sp)
 // per iteration, unraveled once; the operand's index with those axes filled in,
 // and L, the C expression of the trailing kept block's size.
@@ -406,6 +420,99 @@ static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *
   snprintf(grain, 128, "%d", COL_STRIP);
 }
 
+// A reduction of every axis of a large operand read at its linear index (a
+// gradient's squared norm, an L2 penalty) would have one output, so one
+// thread. It runs in two steps like the column reductions: chunks of
+// FLAT_CHUNK elements in parallel, each chunk in SUM_LANES interleaved
+// partial results (lane u takes elements u, u+LANES, ...: the loop vectorizes),
+// each chunk's result into the scratch; then the one
+// output combines the chunks in order. The chunks depend on the shape alone:
+// the same bits on every thread count.
+enum { FLAT_CHUNK = 16384 };
+
+static int flat_full_reduce(const Schedule *s, const Node *n) {
+  Node *x = n->src[0];
+  int64_t m;
+  if (n->op == OP_ARGMAX || n->op == OP_ARGMIN || x->ndim == 0 || __builtin_popcount((uint32_t)n->a.i[0]) != x->ndim ||
+      (ir_numel_const(x, &m) && m < 2 * FLAT_CHUNK))
+    return 0;
+  uint8_t *seen = calloc(s->nid + 1, 1);
+  if (!seen) abort();
+  int ok = flat_ok(s, x, 0, seen);
+  free(seen);
+  return ok;
+}
+
+// The chunks of a flat full reduction and their scratch bytes, as C expressions.
+static void flat_sizes(const Node *n, char *N, char *nch, char *bytes) {
+  const Node *x = n->src[0];
+  cg_prod(N, 128, x->shape, 0, x->ndim);
+  snprintf(nch, 160, "((%s + %d) / %d)", N, FLAT_CHUNK - 1, FLAT_CHUNK);
+  snprintf(bytes, 256, "(size_t)%s * %zu", nch, ir_dtype_size(cg_reduce_acc(n)));
+}
+
+static void reduce_flat_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain, char *chunks) {
+  Node *n = K->node, *x = n->src[0];
+  DType acc = cg_reduce_acc(n);
+  const char *T = cg_ctype(acc);
+  char N[128], bytes[256], init[64];
+  flat_sizes(n, N, chunks, bytes);
+  cg_acc_init(init, sizeof init, n, acc);
+  begin_kernel_sfx(g, K, k, "_part");
+  cg_line(g, "%s *part = (%s *)A->scratch;", T, T);
+  cg_line(g, "for (int64_t c = lo; c < hi; c++) {");
+  g->ind++;
+  cg_line(g, "%s acc = %s;", T, init);
+  cg_line(g, "const int64_t end = (c + 1)*%d < %s ? (c + 1)*%d : %s;", FLAT_CHUNK, N, FLAT_CHUNK, N);
+  Index *ix = cg_index(g, x->ndim, x->shape);
+  strcpy(ix->lin, "i");
+  if (x->ndim == 1) { strcpy(ix->idx[0], "i"); ix->has_idx = 1; }
+  int mark = g->nmemo;
+  char lin0[sizeof ix->lin];
+  memcpy(lin0, ix->lin, sizeof lin0);
+  // Each op's lanes start at its identity and combine pairwise by the op itself.
+  cg_line(g, "%s lane[%d];", T, SUM_LANES);
+  cg_line(g, "for (int u = 0; u < %d; u++) lane[u] = %s;", SUM_LANES, init);
+  cg_line(g, "int64_t i_ = c*%d;", FLAT_CHUNK);
+  cg_line(g, "for (; i_ + %d <= end; i_ += %d)", SUM_LANES, SUM_LANES);
+  cg_line(g, "  for (int64_t u = 0; u < %d; u++) {", SUM_LANES);
+  g->ind += 2;
+  cg_line(g, "int64_t i = i_ + u;");
+  cg_reduce_step(g, n, acc, "lane[u]", cg_value(g, x, ix));
+  g->ind -= 2;
+  cg_line(g, "  }");
+  g->nmemo = mark;   // the tail loop computes its values afresh
+  memcpy(ix->lin, lin0, sizeof lin0);
+  cg_line(g, "for (int64_t i = i_; i < end; i++) {");
+  g->ind++;
+  cg_reduce_step(g, n, acc, "acc", cg_value(g, x, ix));
+  g->ind--;
+  cg_line(g, "}");
+  g->nmemo = mark;
+  lanes_combine(g, n, acc);   // after the tail
+  cg_line(g, "part[c] = acc;");
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+  // Step 2: the chunks in order.
+  begin_kernel(g, K, k);
+  cg_line(g, "const %s *part = (const %s *)A->scratch;", T, T);
+  cg_line(g, "if (lo < hi) {");
+  g->ind++;
+  cg_line(g, "%s acc = %s;", T, init);
+  cg_line(g, "for (int64_t c = 0; c < %s; c++) {", chunks);
+  g->ind++;
+  cg_reduce_step(g, n, acc, "acc", "part[c]");
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "b%d[0] = (%s)acc;", K->out, cg_ctype(n->dtype));
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+  strcpy(work, "1");
+  strcpy(grain, "1");
+}
+
 // Reduction: the output's leading kept axes are rows in parallel (unraveled
 // once per row), its trailing kept axes nested loops (inner_split's choice,
 // so no division per output); per output, loops over the reduced axes with
@@ -445,20 +552,21 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   Dim red[IR_MAXDIM]; int nred = 0, last = -1;
   for (int i = 0; i < s->ndim; i++)
     if (axes & (1u << i)) red[nred++] = s->shape[i], last = i;
-  // A sum whose innermost loop is long runs it in SUM_LANES interleaved partial
-  // sums (lane u takes elements u, u+LANES, ...), added pairwise at the end: the
-  // loop then vectorizes (one chain of dependent adds limits a plain loop to
-  // one element per add latency), and the order is the same on every CPU and
-  // thread count. Short loops (a 2x2 window) keep one accumulator.
+  // A reduction (sum, prod, max, min) whose innermost loop is long runs it in
+  // SUM_LANES interleaved partial results (lane u takes elements u, u+LANES,
+  // ...), combined pairwise at the end: the loop then vectorizes (one chain of
+  // dependent adds or compares limits a plain loop to one element per
+  // latency), and the order is the same on every CPU and thread count. Short
+  // loops (a 2x2 window) keep one accumulator.
   // A short innermost loop under longer reduced ones (a bias's gradient
   // summed over N, H, W with W = 14; over 64 terms) keeps one partial sum per
   // position along it instead, added in order at the end: the short loop
   // vectorizes, the order is again the same everywhere.
-  int lanes = n->op == OP_SUM && (s->shape[last].sym || s->shape[last].k >= 2 * SUM_LANES);
+  int lanes = !arg && (s->shape[last].sym || s->shape[last].k >= 2 * SUM_LANES);
   int64_t outer_terms = const_prod(red, 0, nred - 1);
   int short_lanes = n->op == OP_SUM && !lanes && s->shape[last].k > 1 &&
                     (outer_terms == 0 || outer_terms * s->shape[last].k > 64);   // 0: symbolic
-  if (lanes) cg_line(g, "%s lane[%d] = {0};", cg_ctype(acc), SUM_LANES);
+  if (lanes) cg_line(g, "%s lane[%d]; for (int u = 0; u < %d; u++) lane[u] = %s;", cg_ctype(acc), SUM_LANES, SUM_LANES, init);
   if (short_lanes) cg_line(g, "%s lane[%lld] = {0};", cg_ctype(acc), (long long)s->shape[last].k);
   for (int i = 0; i < s->ndim; i++) {
     if (!(axes & (1u << i))) continue;
@@ -479,7 +587,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
     cg_line(g, "  for (int64_t u = 0; u < %d; u++) {", SUM_LANES);
     g->ind += 2;
     cg_line(g, "int64_t r%d = r%d_ + u;", last, last);
-    cg_line(g, "lane[u] += (%s)%s;", cg_ctype(acc), cg_value(g, s, ix));
+    cg_reduce_step(g, n, acc, "lane[u]", cg_value(g, s, ix));
     g->ind -= 2;
     cg_line(g, "  }");
     g->nmemo = mark;   // the tail loop computes its values afresh
@@ -496,11 +604,7 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   g->nmemo = mark;
   memcpy(ix->lin, lin0, sizeof lin0);
   for (int i = 0; i < nred - 1; i++) { g->ind--; cg_line(g, "}"); }
-  if (lanes) {   // the lanes, pairwise, after the tails
-    for (int w = SUM_LANES / 2; w >= 1; w /= 2)
-      cg_line(g, "for (int u = 0; u < %d; u++) lane[u] += lane[u + %d];", w, w);
-    cg_line(g, "acc += lane[0];");
-  }
+  if (lanes) lanes_combine(g, n, acc);   // after the tails
   if (short_lanes) cg_line(g, "for (int u = 0; u < %lld; u++) acc += lane[u];", (long long)s->shape[last].k);
   cg_line(g, "b%d[%s++] = (%s)%s;", K->out, q, cg_ctype(n->dtype), arg ? "best" : "acc");
   while (g->ind > 1) { g->ind--; cg_line(g, "}"); }
@@ -532,7 +636,12 @@ static int view_of(const Schedule *s, Node *n, char *off, char (*st)[96]) {
       strcpy(st[d], dim_is(src->shape[d], 1) && !dim_is(n->shape[d], 1) ? "0" : sst[d]);
     break;
   case OP_RESHAPE: {   // a unit reshape (sched_unit_reshape): the other axes keep their strides
-    int j = 0;
+    int j = 0, last[IR_MAXDIM];
+    if (!sched_unit_reshape(n)) {   // a merge view (sched_merge_view): a run's stride is its last axis's
+      if (!sched_reshape_runs(n, last)) abort();
+      for (int d = 0; d < n->ndim; d++) strcpy(st[d], last[d] < 0 ? "0" : sst[last[d]]);
+      break;
+    }
     for (int d = 0; d < n->ndim; d++) {
       if (dim_is(n->shape[d], 1)) { strcpy(st[d], "0"); continue; }
       while (dim_is(src->shape[j], 1)) j++;
@@ -963,10 +1072,12 @@ void cg_emit_layout(const Schedule *s, Str *h, int scratch) {
   str_put(h, "  z = 0;\n");
   for (int k = 0; k < s->nk && scratch; k++) {
     const Kernel *K = &s->ks[k];
-    int64_t L = K->kind == KS_REDUCE ? cols_block(K->node) : 0;
-    if (!L) continue;
+    if (K->kind != KS_REDUCE) continue;
+    int64_t L = cols_block(K->node);
     char R[128], nch[160], bytes[256];
-    cols_sizes(K->node, L, R, nch, bytes);
+    if (L) cols_sizes(K->node, L, R, nch, bytes);
+    else if (flat_full_reduce(s, K->node)) flat_sizes(K->node, R, nch, bytes);
+    else continue;
     str_put(h, "  if (%s > z) z = %s;\n", bytes, bytes);
   }
   str_put(h, "  at[%d] = total; total += (z + 63) & ~(size_t)63;\n", s->nslots);
@@ -1039,8 +1150,9 @@ int cg_emit_c_opts(const Schedule *s, const CgOpts *o, CSource *cs, char *err, s
     case KS_REDUCE: {
       int64_t L = cols_block(K->node);
       char chunks[160];
-      if (!L) { reduce_kernel(&g, K, k, work, grain); break; }
-      reduce_cols_kernel(&g, K, k, L, work, grain, chunks);
+      if (L) reduce_cols_kernel(&g, K, k, L, work, grain, chunks);
+      else if (flat_full_reduce(s, K->node)) reduce_flat_kernel(&g, K, k, work, grain, chunks);
+      else { reduce_kernel(&g, K, k, work, grain); break; }
       str_put(&host, "  rt_parallel_for(rt, kern%d_part, &A, %s, 1);\n", k, chunks);
       break;
     }

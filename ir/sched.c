@@ -13,6 +13,56 @@ int sched_unit_reshape(const Node *n) {
   }
 }
 
+int sched_reshape_runs(const Node *n, int *last) {
+  const Node *s = n->src[0];
+  int j = 0;
+  for (int i = 0; i < n->ndim; i++) {
+    Dim o = n->shape[i];
+    last[i] = -1;
+    if (dim_is(o, 1)) continue;
+    if (o.k <= 0) return 0;
+    int64_t k = 1;
+    int32_t sym = 0;
+    while (!(k == o.k && sym == o.sym)) {   // the run: operand axes until their product is o
+      while (j < s->ndim && dim_is(s->shape[j], 1)) j++;
+      if (j == s->ndim) return 0;
+      Dim d = s->shape[j];
+      if (d.k <= 0 || (d.sym && sym) || (d.sym && d.sym != o.sym)) return 0;
+      k *= d.k;
+      sym |= d.sym;
+      last[i] = j++;
+      if (k > o.k) return 0;
+    }
+  }
+  while (j < s->ndim && dim_is(s->shape[j], 1)) j++;
+  return j == s->ndim;
+}
+
+int sched_merge_view(const Schedule *s, const Node *n) {
+  int last[IR_MAXDIM];
+  const Node *t = n->src[0];
+  if (n->op != OP_RESHAPE || t->op != OP_TRANSPOSE || !sched_reshape_runs(n, last)) return 0;
+  const Node *x = t->src[0];
+  if (sched_buf(s, x) < 0 && !(x->op == OP_RESHAPE && sched_buf(s, x->src[0]) >= 0)) return 0;
+  // Each run's axes of t, mapped through the permutation, must be consecutive
+  // axes of x (its axes of length 1 aside) in increasing order.
+  for (int i = 0, j = 0; i < n->ndim; i++) {
+    if (last[i] < 0) continue;
+    int prev = -1;
+    for (; j <= last[i]; j++) {
+      if (dim_is(t->shape[j], 1)) continue;
+      int p = (int)t->a.i[j];
+      if (prev >= 0) {
+        int q = prev + 1;
+        while (q < x->ndim && dim_is(x->shape[q], 1)) q++;
+        if (p != q) return 0;
+      }
+      prev = p;
+    }
+  }
+  return 1;
+}
+
 int sched_view_base(const Schedule *s, Node *n, Node **base) {
   for (;;) {
     if (sched_buf(s, n) >= 0) { *base = n; return 1; }
@@ -20,7 +70,7 @@ int sched_view_base(const Schedule *s, Node *n, Node **base) {
     case OP_TRANSPOSE: case OP_BROADCAST: case OP_SLICE: n = n->src[0]; break;
     case OP_RESHAPE:
       if (sched_buf(s, n->src[0]) >= 0) { *base = n->src[0]; return 1; }
-      if (!sched_unit_reshape(n)) return 0;
+      if (!sched_unit_reshape(n) && !sched_merge_view(s, n)) return 0;
       n = n->src[0];
       break;
     default: return 0;

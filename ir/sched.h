@@ -48,14 +48,24 @@ typedef struct {
 } Schedule;
 
 // A strided view: n read as base[offset + sum(idx[d] * stride[d])].
-// Returns 1 if n is a chain of TRANSPOSE/BROADCAST/SLICE and unit reshapes (and
-// any RESHAPE right above the buffer) over a node that has a buffer; base is
+// Returns 1 if n is a chain of TRANSPOSE/BROADCAST/SLICE, unit reshapes and
+// merge views (and any RESHAPE right above the buffer) over a node that has a buffer; base is
 // that node. So `[N, M, K] @ transpose(W)`, whose broadcast puts a reshape to
 // [1, K, P] over the transpose, still reads W in place.
 int sched_view_base(const Schedule *s, Node *n, Node **base);
 // A RESHAPE that only adds or drops axes of length 1: every other axis keeps
 // its stride, so it is a view of whatever its operand is a view of.
 int sched_unit_reshape(const Node *n);
+// A RESHAPE that only merges runs of axes (and adds or drops axes of length
+// 1): last[i] is the last axis of n's operand (not of length 1) in output axis
+// i's run, -1 for an output axis of length 1. 0 if n does more (splits axes).
+int sched_reshape_runs(const Node *n, int *last);
+// A RESHAPE that merges axes of TRANSPOSE(x), x contiguous (a buffer, or a
+// reshape of one), where each merged run is consecutive axes of x in order:
+// still a strided view (a merged run's stride is its last axis's). The weight
+// gradient of a dense layer over [B, T, n] tokens reads its activations so,
+// as the matrix [n, B*T], transposed.
+int sched_merge_view(const Schedule *s, const Node *n);
 // A batched matmul whose right operand is one matrix broadcast over every batch
 // axis (a weight shared by a mini-batch): rt_gemm runs the batch as one product.
 int sched_mm_shared_rhs(const Node *mm);

@@ -519,11 +519,6 @@ static int npy_column(RtDataset *ds, const char **from, const char *entry, RtTen
     return 0;
 }
 
-static int ends_with(const char *s, size_t len, const char *tail) {
-    size_t n = strlen(tail);
-    return len >= n && memcmp(s + len - n, tail, n) == 0;
-}
-
 // One entry of the list: a .npy file; an .npz archive (every array, in its order);
 // or ARCHIVE.npz:NAME, one array of it.
 static int npy_entry(RtDataset *ds, const char **from, const char *path, char *err, size_t errlen) {
@@ -532,7 +527,7 @@ static int npy_entry(RtDataset *ds, const char **from, const char *path, char *e
     const char *member = rt_npz_split(path, archive, sizeof archive);
     if (member)
         return rt_npz_load(archive, member, &t, err, errlen) || npy_column(ds, from, path, t, member, path, err, errlen) ? -1 : 0;
-    if (ends_with(path, strlen(path), ".npz")) {
+    if (rt_npz_suffix(path, strlen(path))) {
         char(*names)[256];
         int n;
         if (rt_npz_list(path, &names, &n, err, errlen))

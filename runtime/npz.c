@@ -255,11 +255,11 @@ int rt_npz_load(const char *path, const char *name, RtTensor *out, char *err, si
     return rc;
 }
 
-static int has_npz_suffix(const char *s, size_t len) { return len >= 4 && memcmp(s + len - 4, ".npz", 4) == 0; }
+int rt_npz_suffix(const char *s, size_t len) { return len >= 4 && memcmp(s + len - 4, ".npz", 4) == 0; }
 
 const char *rt_npz_split(const char *path, char *archive, size_t len) {
     const char *colon = strrchr(path, ':');
-    if (!colon || !has_npz_suffix(path, (size_t)(colon - path)) || (size_t)(colon - path) >= len || access(path, F_OK) == 0)
+    if (!colon || !rt_npz_suffix(path, (size_t)(colon - path)) || (size_t)(colon - path) >= len || access(path, F_OK) == 0)
         return NULL;
     memcpy(archive, path, (size_t)(colon - path));
     archive[colon - path] = 0;

@@ -42,6 +42,8 @@ void rt_save_abort(RtSaveFile *s);
 //
 
 int rt_npy_read(FILE *f, const char *path, RtTensor *out, char *err, size_t errlen);
+// npz.c: whether the first len bytes of s end in ".npz".
+int rt_npz_suffix(const char *s, size_t len);
 
 //
 // plot.c: line charts as PNG (PLplot), or an error when built without it

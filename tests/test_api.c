@@ -11,6 +11,70 @@ static int passed, failed;
 #define CHECK(cond, ...) do { if (cond) { passed++; printf("ok   " __VA_ARGS__); } \
   else { failed++; printf("FAIL " __VA_ARGS__); } printf("\n"); } while (0)
 
+// Full reductions of a large operand read at its linear index run in chunks
+// on every thread (cgen.c, reduce_flat_kernel): the values against sums in
+// double here, and the same bits on 1 and 3 threads, for sizes below one
+// chunk, one chunk and a tail, and many chunks.
+static void full_reductions(void) {
+  static const char *src = "input V : f32[N]\n"
+                           "input D : f64[N]\n"
+                           "s = sum(V * V)\nhi = max(V)\nlo = min(V)\nm = mean(D)\np = prod(1 + D * 1e-6)\n"
+                           "c = sum(cast(V > 0, i64))\n";
+  const char *outs[] = {"s", "hi", "lo", "m", "p", "c"}, *ins[] = {"V", "D"};
+  static const int64_t sizes[] = {5, 16384, 16384 * 2 + 3, 300001};
+  for (int z = 0; z < 4; z++) {
+    int64_t n = sizes[z];
+    float *v = malloc(n * sizeof *v);
+    double *d = malloc(n * sizeof *d), want[6] = {0, -INFINITY, INFINITY, 0, 1, 0};
+    for (int64_t i = 0; i < n; i++) {
+      v[i] = (float)sin(i * 0.37 + 0.1);
+      d[i] = cos(i * 0.11);
+      want[0] += (double)v[i] * v[i];
+      want[1] = fmax(want[1], v[i]);
+      want[2] = fmin(want[2], v[i]);
+      want[3] += d[i] / n;
+      want[4] *= 1 + d[i] * 1e-6;
+      want[5] += v[i] > 0;
+    }
+    v[n / 3] = 7.5f;   // the extremes away from the first chunk
+    v[n - 1] = -8.25f;
+    want[0] += 7.5 * 7.5 + 8.25 * 8.25 - pow(sin(n / 3 * 0.37 + 0.1), 2) - pow(sin((n - 1) * 0.37 + 0.1), 2);
+    want[1] = 7.5, want[2] = -8.25;
+    want[5] += 1 - (sin(n / 3 * 0.37 + 0.1) > 0) - (sin((n - 1) * 0.37 + 0.1) > 0);
+    float got[2][3];
+    double gd[2][2];
+    int64_t cnt[2];
+    int ok = 1;
+    for (int t = 0; t < 2; t++) {
+      kiln_options opt = {.threads = t ? 3 : 1};
+      kiln_ctx *k = kiln_new(&opt);
+      kiln_graph *g = k && kiln_exec(k, "full", src) == 0 ? kiln_compile(k, outs, 6, ins, 2) : NULL;
+      kiln_tensor in[2] = {{KILN_F32, 1, {n}, v}, {KILN_F64, 1, {n}, d}};
+      kiln_tensor out[6] = {{KILN_F32, 0, {0}, &got[t][0]}, {KILN_F32, 0, {0}, &got[t][1]}, {KILN_F32, 0, {0}, &got[t][2]},
+                            {KILN_F64, 0, {0}, &gd[t][0]}, {KILN_F64, 0, {0}, &gd[t][1]}, {KILN_I64, 0, {0}, &cnt[t]}};
+      ok &= g && kiln_run(g, in, out) == 0;
+      if (!ok) printf("  %s\n", k ? kiln_error(k) : "no context");
+      if (g && z == 0 && t == 0) {
+        char *c = kiln_graph_dump(g, "c");
+        int parts = 0;
+        for (const char *p = c; p && (p = strstr(p, "_part(void")); p++) parts++;
+        CHECK(parts == 6, "the six full reductions run in chunks (%d kernels with a _part step)", parts);
+        free(c);
+      }
+      kiln_graph_free(g);
+      kiln_free(k);
+    }
+    double err = fabs(got[0][0] - want[0]) / want[0] + fabs(gd[0][0] - want[3]) + fabs(gd[0][1] - want[4]);
+    CHECK(ok && err < 1e-6 && got[0][1] == want[1] && got[0][2] == want[2] && cnt[0] == (int64_t)want[5],
+          "full reductions of %lld elements (error %g; sum %g max %g min %g count %lld)", (long long)n, err, got[0][0],
+          got[0][1], got[0][2], (long long)cnt[0]);
+    CHECK(ok && !memcmp(got[0], got[1], sizeof got[0]) && !memcmp(gd[0], gd[1], sizeof gd[0]) && cnt[0] == cnt[1],
+          "full reductions of %lld elements: the same bits on 1 and 3 threads", (long long)n);
+    free(v);
+    free(d);
+  }
+}
+
 int main(void) {
   kiln_options opt = {.threads = 2, .seed = 7};
   kiln_ctx *k = kiln_new(&opt);
@@ -135,6 +199,7 @@ int main(void) {
   CHECK(rc == 0 && kiln_eval(k, "sum(P)", &t) == 0 && *(float *)t.data == 15, "param declared again later %s", kiln_error(k));
   if (!rc) kiln_tensor_free(&t);
   kiln_free(k);
+  full_reductions();
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
 }

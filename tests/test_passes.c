@@ -1024,6 +1024,8 @@ static IrGraph *lower_matmuls(IrCtx *c) {
   Node *p = input(c, "p", DT_F32, "16,16"), *q = input(c, "q", DT_F32, "16,16");
   Node *p2 = input(c, "p2", DT_F32, "16,15"), *q2 = input(c, "q2", DT_F32, "15,16");
   Node *d = input(c, "d", DT_F64, "48,64"), *e = input(c, "e", DT_F64, "64,40");
+  Node *t3 = input(c, "t3", DT_F32, "B,28,128"), *g3 = input(c, "g3", DT_F32, "B,28,64");
+  static const int perm201[] = {2, 0, 1};
   Node *outs[] = {
       ir_matmul(c, x, w),                           // B*10*64: by size
       ir_matmul(c, ir_transpose(c, x, NULL), dy),   // autodiff's transpose(x) @ dy: k = B
@@ -1035,6 +1037,10 @@ static IrGraph *lower_matmuls(IrCtx *c) {
       ir_matmul(c, r, ir_transpose(c, r, NULL)),    // inner dimension 7, b transposed: gemm
       ir_matmul(c, r, r2),                          // inner dimension 7, b not transposed: gemm
       ir_matmul(c, d, e),                           // f64
+      // a dense layer's weight gradient over [B, 28, 128] tokens: transpose(t3)
+      // merged to [128, 28*B] is a transposed view of t3 (sched_merge_view)
+      ir_matmul(c, ir_reshape(c, ir_transpose(c, t3, perm201), 2, (Dim[]){dim_c(128), dim_c(-1)}),
+                ir_reshape(c, g3, 2, (Dim[]){dim_c(-1), dim_c(64)})),
   };
   return graph(c, outs, sizeof outs / sizeof *outs);
 }
@@ -1064,6 +1070,43 @@ static void run_lower_case(const char *name, Build build, int gemm, const char *
   sched_free(s);
   free(gt);
   free(text);
+  ir_ctx_free(c);
+}
+
+// Reshapes of transposes as views (ir/sched.c): a merged run of axes is a view
+// when its axes are consecutive in the transposed buffer, in order; the
+// heads of attention put back beside the features ([B, 4, 28, 16] as
+// [B, 28, 4*16]) are not, and get a buffer.
+static int merge_view(IrCtx *c, Node *x, const int *perm, int nd, const Dim *shape, int *materialized) {
+  Node *t = ir_transpose(c, x, perm), *r = ir_reshape(c, t, nd, shape);
+  Node *outs[] = {ir_matmul(c, r, ir_transpose(c, r, NULL))};
+  Schedule *s = pass_fuse(c, graph(c, outs, 1), NULL);
+  int ok = sched_merge_view(s, r);
+  *materialized = sched_buf(s, t) >= 0 || sched_buf(s, r) >= 0;
+  sched_free(s);
+  return ok;
+}
+
+static void test_merge_views(void) {
+  IrCtx *c = ir_ctx_new();
+  Node *x = input(c, "x", DT_F32, "B,28,128"), *h = input(c, "h", DT_F32, "B,4,28,16");
+  Node *u = input(c, "u", DT_F32, "B,1,28,128");
+  int mat, last[IR_MAXDIM];
+  int ok = merge_view(c, x, (int[]){2, 0, 1}, 2, (Dim[]){dim_c(128), dim_c(-1)}, &mat);
+  check(ok && !mat, "merge view: transpose([B, 28, 128], [2, 0, 1]) as [128, 28*B] reads x in place");
+  ok = merge_view(c, u, (int[]){3, 1, 0, 2}, 2, (Dim[]){dim_c(128), dim_c(-1)}, &mat);
+  check(ok && !mat, "merge view: an axis of length 1 between merged axes is skipped");
+  ok = merge_view(c, h, (int[]){0, 2, 1, 3}, 2, (Dim[]){dim_c(-1), dim_c(64)}, &mat);
+  check(!ok && mat, "merge view: [B, 4, 28, 16] -> [B, 28, 4, 16] merged to [28*B, 64] is not a view: a buffer");
+  ok = merge_view(c, x, (int[]){0, 2, 1}, 2, (Dim[]){dim_c(-1), dim_c(28)}, &mat);
+  check(!ok && mat, "merge view: axes merged out of their order (B with 128) get a buffer");
+  // the runs: [B, 1, 28, 128] -> [28*B, 1, 128] is a merge; [B, 28, 128] -> [B, 56, 64] splits
+  Node *r = ir_reshape(c, u, 3, (Dim[]){dim_c(-1), dim_c(1), dim_c(128)});
+  ok = sched_reshape_runs(r, last);
+  check(ok && last[0] == 2 && last[1] == -1 && last[2] == 3,
+        "reshape runs: [B, 1, 28, 128] -> [28*B, 1, 128] (%d %d %d)", last[0], last[1], last[2]);
+  r = ir_reshape(c, x, 3, (Dim[]){(Dim){1, ir_sym(c, "B")}, dim_c(56), dim_c(64)});
+  check(!sched_reshape_runs(r, last), "reshape runs: [B, 28, 128] -> [B, 56, 64] splits an axis: not runs");
   ir_ctx_free(c);
 }
 
@@ -1888,6 +1931,7 @@ int main(int argc, char **argv) {
   run_pool_grad_case(argv[1], update);
   test_fuse_inline_reduce();
   test_fuse_remat();
+  test_merge_views();
   test_fuse_broadcast_source();
   test_lower_winograd();
   // MLP: bias+relu (1 kernel) on x@w1; backward: the relu mask on dh's product;

@@ -31,10 +31,11 @@ NAME = {"kiln": "Kiln", "torch": "PyTorch eager", "torch_compile": "torch.compil
         "tensorflow": "TF/Keras XLA", "pytensor": "PyTensor", "tinygrad": "tinygrad", "blis": "BLIS direct"}
 IMPORT = {"torch": "torch", "torch_compile": "torch", "jax": "jax", "tensorflow": "tensorflow",
           "pytensor": "pytensor", "tinygrad": "tinygrad"}
-MODELS = ["logreg", "mlp", "cnn"]
+MODELS = ["logreg", "mlp", "cnn", "transformer"]
+TTA_MODELS = ["logreg", "mlp", "cnn"]   # the transformer: throughput and inference only
 # the processes run here: what the examples save (mlp.safetensors, ...) lands in it
 WORKDIR = tempfile.mkdtemp(prefix="kiln-speed-")
-BATCH = {"logreg": 64, "mlp": 128, "cnn": 128}
+BATCH = {"logreg": 64, "mlp": 128, "cnn": 128, "transformer": 128}
 TRAIN_N = 60000   # Fashion-MNIST's training images
 WARMUP = 2   # steps each system runs before its timed steps
 # Kiln's epoch line: epoch, ex/s, and the share of the time spent waiting for batches.
@@ -57,7 +58,13 @@ def model_flops():
         return 2 * i * o
     def conv(c, o, hw, k):
         return 2 * c * o * hw * hw * k * k
-    layers = {"logreg": [dense(784, 10)],
+    # the transformer's products per image: 28 tokens through the embedding, q, k,
+    # v, the scores and the weighted values (4 heads of 16: 28 x 28 x 64 each),
+    # the output and the MLP; the classifier once
+    t = 28
+    attn = [t * dense(28, 64), 3 * t * dense(64, 64), 2 * t * t * 64, 2 * t * t * 64, t * dense(64, 64),
+            t * dense(64, 128), t * dense(128, 64), dense(64, 10)]
+    layers = {"logreg": [dense(784, 10)], "transformer": attn,
               "mlp": [dense(784, 512), dense(512, 512), dense(512, 10)],
               "cnn": [conv(1, 32, 28, 5), conv(32, 64, 14, 5), dense(64 * 7 * 7, 1024), dense(1024, 10)]}
     out = {}
@@ -321,14 +328,14 @@ class Bench:
             self.machine(T)
         for rep in range(a.reps):
             for T in a.threads:
-                for i, model in enumerate(MODELS):
+                for i, model in enumerate(a.models):
                     order = a.systems[(rep + i) % len(a.systems):] + a.systems[:(rep + i) % len(a.systems)]
                     self.log(f"rep {rep + 1}/{a.reps}, {T} thread(s), {model}")
                     for s in order:
                         self.train(s, model, T)
                     self.kiln_infer(model, T)
         for T in a.tta_threads:
-            for model in MODELS:
+            for model in (m for m in TTA_MODELS if m in a.models):
                 for s in a.systems:
                     if model in a.tta_models.get(s, MODELS):
                         self.log(f"time to accuracy, {T} thread(s), {model}, {s}")
@@ -394,16 +401,16 @@ def report(res, a):
       f"a shared and noisy virtual machine. Thread counts: {', '.join(map(str, th))}. "
       f"Medians over {a.reps} repetitions (training, inference), {a.micro_reps} (the peers' elementwise chain), {a.micro_reps * GEMM_PAIRS} (Kiln's, and GEMM: Kiln and BLIS alternating); "
       f"systems alternate inside each repetition. Steps per training run: "
-      + ", ".join(f"{m} {a.steps[m]}" for m in MODELS) + " after 2 warm-up steps (Kiln: a 2-step run's time taken off a 2 + N step run's, each less the share "
+      + ", ".join(f"{m} {a.steps[m]}" for m in a.models) + " after 2 warm-up steps (Kiln: a 2-step run's time taken off a 2 + N step run's, each less the share "
       "its epoch line gives to waiting for batches, since the peers build theirs before timing). "
       "Versions: " + ", ".join(f"{k} {v}" for k, v in res.get("versions", {}).items()) + ".\n")
 
     # headline
     w("## Headline\n")
     T0, T1 = th[0], th[-1]
-    for m in ("mlp", "cnn"):
+    for m in (m for m in ("mlp", "cnn", "transformer") if m in a.models):
         parts = [f"{ratio(tr.get((m, t, 'kiln')), tr.get((m, t, 'torch')))} at {t} thread(s)" for t in th]
-        w(f"- **{m.upper()} training, Kiln / PyTorch eager:** " + "; ".join(parts) + ".")
+        w(f"- **{m.upper() if len(m) < 4 else m.capitalize()} training, Kiln / PyTorch eager:** " + "; ".join(parts) + ".")
     for t in th:
         worst = min(((gemm.get((n, t, 'kiln')) or 0) / gemm[(n, t, 'blis')] for n in GEMM_SIZES
                      if gemm.get((n, t, 'blis'))), default=None)
@@ -433,13 +440,13 @@ def report(res, a):
     w("## Training throughput (examples/s, higher is better)\n")
     w("| model | threads | " + " | ".join(NAME[s] for s in systems) + " |")
     w("|---|---|" + "---|" * len(systems))
-    for m in MODELS:
+    for m in a.models:
         for t in th:
             w(f"| {m} | {t} | " + " | ".join(fmt(tr.get((m, t, s))) for s in systems) + " |")
     w("\nKiln / peer (above 1: Kiln faster):\n")
     w("| model | threads | " + " | ".join(NAME[s] for s in peers) + " |")
     w("|---|---|" + "---|" * len(peers))
-    for m in MODELS:
+    for m in a.models:
         for t in th:
             w(f"| {m} | {t} | " + " | ".join(ratio(tr.get((m, t, 'kiln')), tr.get((m, t, s))) for s in peers) + " |")
     w("")
@@ -471,7 +478,7 @@ def report(res, a):
     tta_th = sorted({k[1] for k in tta})
     w("| model | threads | " + " | ".join(NAME[s] for s in systems) + " |")
     w("|---|---|" + "---|" * len(systems))
-    for m in MODELS:
+    for m in (m for m in TTA_MODELS if m in a.models):
         for t in tta_th:
             cells = []
             for s in systems:
@@ -485,7 +492,7 @@ def report(res, a):
                     cells.append(f"{fmt(r['seconds'], 2)} ({r['epochs']})")
             w(f"| {m} | {t} | " + " | ".join(cells) + " |")
     w("")
-    kt = [(m, t) for m in MODELS for t in tta_th if (tta.get((m, t, "kiln")) or {}).get("seconds")]
+    kt = [(m, t) for m in TTA_MODELS for t in tta_th if (tta.get((m, t, "kiln")) or {}).get("seconds")]
     if kt and "torch" in systems:
         w("Kiln / PyTorch eager, time to accuracy (above 1: Kiln faster): " + ", ".join(
             f"{m} {t} thread(s) {ratio(tta[(m, t, 'torch')]['seconds'], tta[(m, t, 'kiln')]['seconds'])}"
@@ -495,7 +502,7 @@ def report(res, a):
     w("The whole process: the runtime or interpreter, the framework, the 60,000 training images, the model.\n")
     w("| model | threads | " + " | ".join(NAME[s] for s in systems) + " |")
     w("|---|---|" + "---|" * len(systems))
-    for m in MODELS:
+    for m in a.models:
         for t in th:
             w(f"| {m} | {t} | " + " | ".join(fmt(rss.get((m, t, s))) for s in systems) + " |")
     w("")
@@ -503,7 +510,7 @@ def report(res, a):
     w("## Inference latency (ms per call, lower is better)\n")
     w("| model | batch | threads | " + " | ".join(NAME[s] for s in systems) + " |")
     w("|---|---|---|" + "---|" * len(systems))
-    for m in MODELS:
+    for m in a.models:
         for b in (1, 128):
             for t in th:
                 w(f"| {m} | {b} | {t} | " + " | ".join(fmt(inf.get((m, b, t, s)), 3) for s in systems) + " |")
@@ -571,9 +578,9 @@ def chart(res, a, path):
     systems = a.systems
     tr = {k: med(v) for k, v in res["train"].items()}
     gemm = {k: med(v) for k, v in res["gemm"].items()}
-    fig, axes = plt.subplots(1, len(MODELS) + 1, figsize=(5 * (len(MODELS) + 1), 4.5))
+    fig, axes = plt.subplots(1, len(a.models) + 1, figsize=(5 * (len(a.models) + 1), 4.5))
     width = 0.8 / len(a.threads)
-    for ax, m in zip(axes, MODELS):
+    for ax, m in zip(axes, a.models):
         for j, t in enumerate(a.threads):
             vals = [tr.get((m, t, s)) or 0 for s in systems]
             ax.bar([i + j * width for i in range(len(systems))], vals, width, label=f"{t} thread(s)")
@@ -621,18 +628,20 @@ def main():
     ap.add_argument("--reps", type=int)
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--models", default=",".join(MODELS), help="a subset of " + ",".join(MODELS))
     ap.add_argument("--timeout", type=int)
     ap.add_argument("--out", default=HERE)
     a = ap.parse_args()
     a.threads = sorted({int(t) for t in a.threads.split(",")})
     a.systems = [s for s in a.systems.split(",") if s]
+    a.models = [m for m in MODELS if m in a.models.split(",")]
     if a.full:
-        a.steps = {"logreg": 500, "mlp": 200, "cnn": 50}
+        a.steps = {"logreg": 500, "mlp": 200, "cnn": 50, "transformer": 100}
         a.reps = a.reps or 5
         a.micro_reps = 3
         a.timeout = a.timeout or 900
     else:
-        a.steps = {"logreg": 100, "mlp": 100, "cnn": 8}
+        a.steps = {"logreg": 100, "mlp": 100, "cnn": 8, "transformer": 30}
         a.reps = a.reps or 2
         a.micro_reps = 1
         a.timeout = a.timeout or 240
@@ -641,7 +650,7 @@ def main():
     a.tta_threads = a.threads if a.full else a.threads[-1:]
     a.tta_timeout = 1800
     fast = ("kiln", "torch", "jax") if not a.full else ("kiln", "torch", "torch_compile", "jax", "tensorflow")
-    a.tta_models = {s: MODELS if s in fast else ["logreg", "mlp"] for s in a.systems}
+    a.tta_models = {s: TTA_MODELS if s in fast else ["logreg", "mlp"] for s in a.systems}
     a.tta_why = ("quick run: CNN time to accuracy for Kiln, PyTorch eager and JAX only (--full adds the others)"
                  if not a.full else "CNN time to accuracy skipped: under 100 images/s, 2 epochs would take over 20 min")
     b = Bench(a)

@@ -6,11 +6,15 @@
     peers.py SYSTEM tta MODEL EPOCHS THREADS    -> JSON: seconds to the accuracy target, epochs, accuracies
 
 SYSTEM: torch, torch_compile, jax, tensorflow, pytensor, tinygrad.
-MODEL: logreg, mlp, cnn, as in examples/*.kiln: the same layer shapes, the same
-initializers (zeros / Glorot-uniform / He), optimizer (SGD 0.1 / Adam 1e-3) and
-batch size (64 / 128 / 128). Each peer uses its natural layout (NCHW for
-PyTorch, PyTensor and tinygrad;
+MODEL: logreg, mlp, cnn, transformer, as in examples/*.kiln: the same layer
+shapes, the same initializers (zeros / Glorot-uniform / He / normal), optimizer
+(SGD 0.1 / Adam 1e-3) and batch size (64 / 128 / 128 / 128). Each peer uses its
+natural layout (NCHW for PyTorch, PyTensor and tinygrad;
 PyTensor 3 has no convolution op, so its CNN builds im2col from slices; NHWC for JAX and TensorFlow).
+The transformer is one function, transformer(), written once over a few ops
+each system supplies (reshape, einsum, softmax, erf, mean, rsqrt), so every
+peer computes the same graph as examples/transformer.kiln and lib/nn.kiln:
+pre-norm attention with 4 heads and an exact-GELU MLP.
 
 Training: 2 warm-up steps (they include each system's compile), then STEPS
 timed steps over fresh batches of Fashion-MNIST, synchronised at the end.
@@ -36,7 +40,7 @@ import time
 import numpy as np
 
 DATA = "/usr/share/datasets/fashion-mnist"
-BATCH = {"logreg": 64, "mlp": 128, "cnn": 128}
+BATCH = {"logreg": 64, "mlp": 128, "cnn": 128, "transformer": 128}
 GEMM_SIZES = [256, 512, 1024, 2048]
 EW_N = 16 << 20
 
@@ -118,6 +122,15 @@ def he(rng, fan_in, shape):
 def init_params(model, nchw):
     """The examples' parameters as NumPy arrays: [(name, array)], dense W as [in, out]."""
     rng = np.random.default_rng(1)
+    if model == "transformer":
+        def dense(name, i, o):
+            return [(name + ".W", glorot(rng, i, o, (i, o))), (name + ".b", np.zeros(o, np.float32))]
+
+        def norm(name):
+            return [(name + ".gamma", np.ones(64, np.float32)), (name + ".beta", np.zeros(64, np.float32))]
+        return (dense("embed", 28, 64) + [("pos", (rng.standard_normal((28, 64)) * 0.02).astype(np.float32))]
+                + norm("ln1") + dense("q", 64, 64) + dense("k", 64, 64) + dense("v", 64, 64) + dense("out", 64, 64)
+                + norm("ln2") + dense("up", 64, 128) + dense("down", 128, 64) + norm("ln3") + dense("cls", 64, 10))
     if model == "logreg":
         return [("W", np.zeros((784, 10), np.float32)), ("b", np.zeros(10, np.float32))]
     if model == "mlp":
@@ -132,6 +145,36 @@ def init_params(model, nchw):
             ("K2", k2), ("c2", np.zeros(64, np.float32)),
             ("W3", glorot(rng, 3136, 1024, (3136, 1024))), ("b3", np.zeros(1024, np.float32)),
             ("W4", glorot(rng, 1024, 10, (1024, 10))), ("b4", np.zeros(10, np.float32))]
+
+
+def transformer(P, x, o):
+    """examples/transformer.kiln: each image's 28 rows are tokens of 28 pixels,
+    embedded to 64 with a learned position embedding; one pre-norm block
+    (4-head self-attention, a GELU MLP 64-128-64, residuals); a classifier on the
+    tokens' mean. P: the parameters in init_params' order; o: the system's ops
+    (reshape, einsum, softmax over the last axis, erf, mean(x, axis, keepdims),
+    rsqrt). Dense layers run as 2-D products over the batch's tokens."""
+    (E, bE, pos, g1, c1, Wq, bq, Wk, bk, Wv, bv, Wo, bo, g2, c2, Wu, bu, Wd, bd, g3, c3, Wc, bc) = P
+
+    def dense(h, W, b, n_in, n_out):
+        return o.reshape(o.reshape(h, (-1, n_in)) @ W + b, (-1, 28, n_out))
+
+    def norm(h, g, b):
+        c = h - o.mean(h, -1, True)
+        return c * o.rsqrt(o.mean(c * c, -1, True) + 1e-5) * g + b
+    h = dense(o.reshape(x, (-1, 28, 28)), E, bE, 28, 64) + pos
+    a = norm(h, g1, c1)
+    q, k, v = (o.reshape(dense(a, W, b, 64, 64), (-1, 28, 4, 16)) for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    p = o.softmax(o.einsum("nqhd,nkhd->nhqk", q, k) * 0.25)
+    h = h + dense(o.reshape(o.einsum("nhqk,nkhd->nqhd", p, v), (-1, 28, 64)), Wo, bo, 64, 64)
+    m = dense(norm(h, g2, c2), Wu, bu, 64, 128)
+    h = h + dense(0.5 * m * (1 + o.erf(m * 0.7071067811865476)), Wd, bd, 128, 64)
+    return o.reshape(o.mean(norm(h, g3, c3), 1, False), (-1, 64)) @ Wc + bc
+
+
+class Ops:
+    def __init__(self, **fns):
+        self.__dict__.update(fns)
 
 
 def median_time(fn, min_s=0.5, max_reps=100):
@@ -162,7 +205,12 @@ def torch_system(model, steps, threads, compiled, tta=0):
     torch.set_num_threads(threads)
     P = [torch.nn.Parameter(torch.from_numpy(a.copy())) for _, a in init_params(model, True)]
 
+    ops = Ops(reshape=torch.reshape, einsum=torch.einsum, softmax=lambda s: torch.softmax(s, -1), erf=torch.erf,
+              mean=lambda h, ax, keep: h.mean(ax, keepdim=keep), rsqrt=torch.rsqrt)
+
     def forward(x):
+        if model == "transformer":
+            return transformer(P, x, ops)
         if model == "logreg":
             return x @ P[0] + P[1]
         if model == "mlp":
@@ -219,7 +267,12 @@ def jax_system(model, steps, threads, tta=0):
     import jax.numpy as jnp
     params = [jnp.asarray(a) for _, a in init_params(model, False)]
 
+    ops = Ops(reshape=jnp.reshape, einsum=jnp.einsum, softmax=lambda s: jax.nn.softmax(s, -1),
+              erf=jax.scipy.special.erf, mean=lambda h, ax, keep: jnp.mean(h, ax, keepdims=keep), rsqrt=jax.lax.rsqrt)
+
     def forward(P, x):
+        if model == "transformer":
+            return transformer(P, x, ops)
         if model == "logreg":
             return x @ P[0] + P[1]
         if model == "mlp":
@@ -294,7 +347,12 @@ def tf_system(model, steps, threads, tta=0):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     P = [tf.Variable(a) for _, a in init_params(model, False)]
 
+    ops = Ops(reshape=tf.reshape, einsum=tf.einsum, softmax=lambda s: tf.nn.softmax(s, -1), erf=tf.math.erf,
+              mean=lambda h, ax, keep: tf.reduce_mean(h, ax, keepdims=keep), rsqrt=tf.math.rsqrt)
+
     def forward(x):
+        if model == "transformer":
+            return transformer(P, x, ops)
         if model == "logreg":
             return x @ P[0] + P[1]
         if model == "mlp":
@@ -364,7 +422,12 @@ def pytensor_system(model, steps, threads, tta=0):
     def pool(h):
         n, c, hh, ww = h.shape
         return h.reshape((n, c, hh // 2, 2, ww // 2, 2)).max(axis=(3, 5))
-    if model == "logreg":
+    if model == "transformer":
+        ops = Ops(reshape=lambda h, shape: h.reshape(shape), einsum=pt.einsum,
+                  softmax=lambda s: pt.special.softmax(s, axis=-1), erf=pt.erf,
+                  mean=lambda h, ax, keep: h.mean(axis=ax, keepdims=keep), rsqrt=lambda h: 1 / pt.sqrt(h))
+        logits = transformer(P, x, ops)
+    elif model == "logreg":
         logits = x @ P[0] + P[1]
     elif model == "mlp":
         h = pt.maximum(x @ P[0] + P[1], 0); h = pt.maximum(h @ P[2] + P[3], 0); logits = h @ P[4] + P[5]
@@ -423,7 +486,12 @@ def tinygrad_system(model, steps, threads, tta=0):
     for p in P:
         p.requires_grad = True
 
+    ops = Ops(reshape=lambda h, shape: h.reshape(shape), einsum=Tensor.einsum, softmax=lambda s: s.softmax(-1),
+              erf=lambda h: h.erf(), mean=lambda h, ax, keep: h.mean(ax, keepdim=keep), rsqrt=lambda h: h.rsqrt())
+
     def forward(x):
+        if model == "transformer":
+            return transformer(P, x, ops)
         if model == "logreg":
             return x @ P[0] + P[1]
         if model == "mlp":
