@@ -834,7 +834,44 @@ static void gemm_kernel(Gen *g, const Kernel *K, int k) {
     end_kernel(g);
     return;
   }
+  // Of several batch axes, rt_gemm takes the longest as its batch and the
+  // others loop around it: attention's [B, heads, T, T] products were B calls
+  // of 4 small products each (each call's fixed cost and a batch too short
+  // to share between threads), and are now `heads` calls of B. The epilogue's
+  // hook numbers the output's elements from a contiguous batch, so a product
+  // with one keeps the last batch axis.
+  if (nd > 3 && !K->nepi) {
+    for (int y = 0; y < nd - 2; y++) {
+      Dim dy = n->shape[y], dx = n->shape[x];
+      if ((dy.sym && !dx.sym) || (dy.sym == dx.sym && dy.k > dx.k)) x = y;
+    }
+  }
   cg_dim(B, sizeof B, n->shape[x]);
+  if (nd > 3 && x != nd - 3) {
+    char cs[96];
+    Dim others[IR_MAXDIM];
+    int no = 0;
+    for (int y = 0; y < nd - 2; y++)
+      if (y != x) others[no++] = n->shape[y];
+    cg_prod(outer, sizeof outer, others, 0, no);
+    cg_line(g, "for (int64_t o = 0; o < %s; o++) {", outer);
+    g->ind++;
+    cg_line(g, "int64_t q = o, ao = aoff, bo = boff, co = 0;");
+    for (int y = nd - 3; y >= 0; y--) {
+      if (y == x) continue;
+      cg_dim(d, sizeof d, n->shape[y]);
+      cg_prod(cs, sizeof cs, n->shape, y + 1, nd);
+      cg_line(g, "{ int64_t i = q %% %s; q /= %s; ao += i*as%d; bo += i*bs%d; co += i*%s; }", d, d, y, y, cs);
+    }
+    cg_prod(cs, sizeof cs, n->shape, x + 1, nd);
+    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + ao, as%d, as%d, as%d, pb + bo, bs%d, bs%d, bs%d,", fnx, B, M, N, KK, x,
+            nd - 2, nd - 1, x, nd - 2, nd - 1);
+    cg_line(g, "    c + co, %s, %s, 1, 0%s);", cs, N, tail);
+    g->ind--;
+    cg_line(g, "}");
+    end_kernel(g);
+    return;
+  }
   if (nd > 3) {
     cg_prod(outer, sizeof outer, n->shape, 0, x);
     cg_line(g, "for (int64_t o = 0; o < %s; o++) {", outer);

@@ -806,6 +806,9 @@ def large(S, rng):
                            ((6, 20, 48), (48, 40), 0, 0),          # broadcast weight: one product
                            ((30, 40), (5, 40, 24), 0, 0),          # broadcast left operand
                            ((2, 3, 20, 30), (2, 1, 30, 25), 0, 0),  # two batch axes, one broadcast
+                           ((7, 2, 20, 30), (7, 2, 30, 25), 0, 0),  # the longer batch axis first: rt_gemm's batch
+                           ((6, 1, 3, 20, 30), (1, 2, 1, 30, 25), 0, 0),  # three batch axes, broadcasts
+                           ((9, 2, 30, 20), (9, 2, 25, 30), 1, 1),  # the longer batch axis first, both transposed
                            ((40, 50), (40, 60), 1, 0),             # transpose(a) @ b
                            ((50, 40), (60, 40), 0, 1),             # a @ transpose(b)
                            ((40, 50), (60, 40), 1, 1),             # both
