@@ -324,6 +324,12 @@ class Bench:
         a = self.a
         t_start = time.time()
         self.check_peers()
+        if "transformer" in a.models:
+            # the same graph everywhere: the transformer's logits on the same weights
+            p = subprocess.run([self.py, os.path.join(HERE, "peers.py"), "agree", self.kiln], capture_output=True,
+                               text=True, cwd=WORKDIR)
+            self.res["agree"] = [l for l in p.stdout.splitlines() if "max |logits" in l or "not importable" in l]
+            self.log(*self.res["agree"])
         for T in a.threads:
             self.machine(T)
         for rep in range(a.reps):
@@ -443,6 +449,10 @@ def report(res, a):
     for m in a.models:
         for t in th:
             w(f"| {m} | {t} | " + " | ".join(fmt(tr.get((m, t, s))) for s in systems) + " |")
+    if res.get("agree"):
+        w("\nThe transformer is the same graph in every system: its logits for 5 images on the same weights (`peers.py "
+          "agree`; Kiln prints 6 digits): " + "; ".join(l.replace("max |logits - ", "max |Δ| from ").replace("'s|", "")
+                                                         for l in res["agree"]) + ".")
     w("\nKiln / peer (above 1: Kiln faster):\n")
     w("| model | threads | " + " | ".join(NAME[s] for s in peers) + " |")
     w("|---|---|" + "---|" * len(peers))
@@ -666,7 +676,8 @@ def main():
                    for tbl in ("train", "rss", "infer", "gemm", "ew", "conv", "conv_layer", "conv_pick", "tta", "peak",
                                "peak_avx2", "triad")
                    for k, v in [((tbl,) + (kk if isinstance(kk, tuple) else (kk,)), vv) for kk, vv in res[tbl].items()]}
-                  | {"failed": res["failed"], "versions": res["versions"], "seconds": res["seconds"]}, f, indent=1)
+                  | {"failed": res["failed"], "versions": res["versions"], "seconds": res["seconds"],
+                     "agree": res.get("agree", [])}, f, indent=1)
     try:
         chart(res, a, os.path.join(a.out, "chart.png"))
     except Exception as e:  # the table matters more than the picture

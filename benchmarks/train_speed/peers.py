@@ -4,6 +4,7 @@
     peers.py SYSTEM train MODEL STEPS THREADS   -> JSON: ex_per_s, infer_ms {1, 128}
     peers.py SYSTEM micro - - THREADS           -> JSON: gemm {n: GFLOP/s}, ew_gbs
     peers.py SYSTEM tta MODEL EPOCHS THREADS    -> JSON: seconds to the accuracy target, epochs, accuracies
+    peers.py agree [KILN]                       -> the transformer's logits in every system (and Kiln) on the same weights
 
 SYSTEM: torch, torch_compile, jax, tensorflow, pytensor, tinygrad.
 MODEL: logreg, mlp, cnn, transformer, as in examples/*.kiln: the same layer
@@ -177,6 +178,108 @@ class Ops:
         self.__dict__.update(fns)
 
 
+# Each system's ops for transformer(), and how it makes a tensor from NumPy and back.
+def torch_ops():
+    import torch
+    return Ops(reshape=torch.reshape, einsum=torch.einsum, softmax=lambda s: torch.softmax(s, -1), erf=torch.erf,
+               mean=lambda h, ax, keep: h.mean(ax, keepdim=keep), rsqrt=torch.rsqrt,
+               tensor=torch.from_numpy, numpy=lambda t: t.detach().numpy())
+
+
+def jax_ops():
+    import jax
+    import jax.numpy as jnp
+    return Ops(reshape=jnp.reshape, einsum=jnp.einsum, softmax=lambda s: jax.nn.softmax(s, -1),
+               erf=jax.scipy.special.erf, mean=lambda h, ax, keep: jnp.mean(h, ax, keepdims=keep), rsqrt=jax.lax.rsqrt,
+               tensor=jnp.asarray, numpy=np.asarray)
+
+
+def tf_ops():
+    import tensorflow as tf
+    return Ops(reshape=tf.reshape, einsum=tf.einsum, softmax=lambda s: tf.nn.softmax(s, -1), erf=tf.math.erf,
+               mean=lambda h, ax, keep: tf.reduce_mean(h, ax, keepdims=keep), rsqrt=tf.math.rsqrt,
+               tensor=tf.constant, numpy=lambda t: t.numpy())
+
+
+def pytensor_ops():
+    import pytensor
+    import pytensor.tensor as pt
+    pytensor.config.floatX = "float32"
+    # a graph, not values: numpy() compiles it (agree() only; training builds its own function)
+    return Ops(reshape=lambda h, shape: h.reshape(shape), einsum=pt.einsum,
+               softmax=lambda s: pt.special.softmax(s, axis=-1), erf=pt.erf,
+               mean=lambda h, ax, keep: h.mean(axis=ax, keepdims=keep), rsqrt=lambda h: 1 / pt.sqrt(h),
+               tensor=pt.constant, numpy=lambda t: pytensor.function([], t)())
+
+
+def tinygrad_ops():
+    from tinygrad import Tensor
+    return Ops(reshape=lambda h, shape: h.reshape(shape), einsum=Tensor.einsum, softmax=lambda s: s.softmax(-1),
+               erf=lambda h: h.erf(), mean=lambda h, ax, keep: h.mean(ax, keepdim=keep), rsqrt=lambda h: h.rsqrt(),
+               tensor=Tensor, numpy=lambda t: t.numpy())
+
+
+OPS = {"torch": torch_ops, "jax": jax_ops, "tensorflow": tf_ops, "pytensor": pytensor_ops, "tinygrad": tinygrad_ops}
+
+
+# Kiln's names for init_params("transformer")'s parameters (examples/transformer.kiln).
+KILN_NAMES = ["dense.1.W", "dense.1.b", "pos", "block.1.ln1.gamma", "block.1.ln1.beta"] + [
+    f"block.1.attention.1.{m}.{p}" for m in "qkv" for p in "Wb"] + [
+    "block.1.attention.1.out.W", "block.1.attention.1.out.b", "block.1.ln2.gamma", "block.1.ln2.beta",
+    "block.1.up.W", "block.1.up.b", "block.1.down.W", "block.1.down.b", "layernorm.1.gamma", "layernorm.1.beta",
+    "dense.2.W", "dense.2.b"]
+
+
+def kiln_logits(kiln, P, x):
+    """examples/transformer.kiln's logits for x with the weights P, by `kiln run`:
+    the file without its data and training lines, x a literal, the weights loaded
+    from a safetensors file written here."""
+    import subprocess
+    import tempfile
+    d = tempfile.mkdtemp(prefix="kiln-agree-")
+    head, blobs, at = {}, [], 0
+    for name, a in zip(KILN_NAMES, P):
+        head[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
+        blobs.append(a.astype("<f4").tobytes())
+        at += a.nbytes
+    text = json.dumps(head).encode()
+    with open(os.path.join(d, "w.safetensors"), "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+    here = os.path.dirname(os.path.abspath(__file__))
+    lines = open(os.path.join(here, "..", "..", "examples", "transformer.kiln")).read().splitlines()
+    skip = ("data ", "train ", "evaluate ", "save ", "input x", "input y", "loss")
+    prog = ["x = " + json.dumps(x.astype(np.float64).tolist())] + [l for l in lines if not l.startswith(skip)]
+    prog += ['load "w.safetensors"', "print logits"]
+    with open(os.path.join(d, "t.kiln"), "w") as f:
+        f.write("\n".join(prog) + "\n")
+    r = subprocess.run([kiln, "run", "t.kiln"], cwd=d, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr)
+    return np.array(json.loads(r.stdout.strip().splitlines()[-1]), np.float64)
+
+
+def agree(kiln=None):
+    """The transformer's logits in every importable system (and Kiln, given its
+    binary) on the same weights and 5 images: the largest difference from
+    PyTorch's (or the first system's)."""
+    P = [a for _, a in init_params("transformer", True)]
+    x = np.random.default_rng(0).random((5, 784)).astype(np.float32)
+    got = {}
+    if kiln:
+        got["kiln"] = kiln_logits(kiln, P, x)
+    for name, make in OPS.items():
+        try:
+            o = make()
+        except ImportError as e:
+            print(f"{name}: not importable ({e})")
+            continue
+        got[name] = np.asarray(o.numpy(transformer([o.tensor(p) for p in P], o.tensor(x), o)), np.float64)
+    ref = next(iter(got.values()))
+    for name, v in got.items():
+        print(f"{name}: max |logits - {next(iter(got))}'s| = {np.abs(v - ref).max():.3g}")
+    return max(np.abs(v - ref).max() for v in got.values())
+
+
 def median_time(fn, min_s=0.5, max_reps=100):
     fn()
     t0 = time.perf_counter(); fn(); one = time.perf_counter() - t0
@@ -205,8 +308,7 @@ def torch_system(model, steps, threads, compiled, tta=0):
     torch.set_num_threads(threads)
     P = [torch.nn.Parameter(torch.from_numpy(a.copy())) for _, a in init_params(model, True)]
 
-    ops = Ops(reshape=torch.reshape, einsum=torch.einsum, softmax=lambda s: torch.softmax(s, -1), erf=torch.erf,
-              mean=lambda h, ax, keep: h.mean(ax, keepdim=keep), rsqrt=torch.rsqrt)
+    ops = torch_ops()
 
     def forward(x):
         if model == "transformer":
@@ -267,8 +369,7 @@ def jax_system(model, steps, threads, tta=0):
     import jax.numpy as jnp
     params = [jnp.asarray(a) for _, a in init_params(model, False)]
 
-    ops = Ops(reshape=jnp.reshape, einsum=jnp.einsum, softmax=lambda s: jax.nn.softmax(s, -1),
-              erf=jax.scipy.special.erf, mean=lambda h, ax, keep: jnp.mean(h, ax, keepdims=keep), rsqrt=jax.lax.rsqrt)
+    ops = jax_ops()
 
     def forward(P, x):
         if model == "transformer":
@@ -347,8 +448,7 @@ def tf_system(model, steps, threads, tta=0):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     P = [tf.Variable(a) for _, a in init_params(model, False)]
 
-    ops = Ops(reshape=tf.reshape, einsum=tf.einsum, softmax=lambda s: tf.nn.softmax(s, -1), erf=tf.math.erf,
-              mean=lambda h, ax, keep: tf.reduce_mean(h, ax, keepdims=keep), rsqrt=tf.math.rsqrt)
+    ops = tf_ops()
 
     def forward(x):
         if model == "transformer":
@@ -423,10 +523,7 @@ def pytensor_system(model, steps, threads, tta=0):
         n, c, hh, ww = h.shape
         return h.reshape((n, c, hh // 2, 2, ww // 2, 2)).max(axis=(3, 5))
     if model == "transformer":
-        ops = Ops(reshape=lambda h, shape: h.reshape(shape), einsum=pt.einsum,
-                  softmax=lambda s: pt.special.softmax(s, axis=-1), erf=pt.erf,
-                  mean=lambda h, ax, keep: h.mean(axis=ax, keepdims=keep), rsqrt=lambda h: 1 / pt.sqrt(h))
-        logits = transformer(P, x, ops)
+        logits = transformer(P, x, pytensor_ops())
     elif model == "logreg":
         logits = x @ P[0] + P[1]
     elif model == "mlp":
@@ -486,8 +583,7 @@ def tinygrad_system(model, steps, threads, tta=0):
     for p in P:
         p.requires_grad = True
 
-    ops = Ops(reshape=lambda h, shape: h.reshape(shape), einsum=Tensor.einsum, softmax=lambda s: s.softmax(-1),
-              erf=lambda h: h.erf(), mean=lambda h, ax, keep: h.mean(ax, keepdim=keep), rsqrt=lambda h: h.rsqrt())
+    ops = tinygrad_ops()
 
     def forward(x):
         if model == "transformer":
@@ -544,6 +640,8 @@ def tinygrad_micro(threads):
 
 # --------------------------------------------------------------------- main
 def main():
+    if sys.argv[1] == "agree":
+        sys.exit(0 if agree(*sys.argv[2:3]) < 1e-4 else 1)
     system, what, model, steps, threads = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
     if what == "micro":
         fn = {"torch": lambda: torch_micro(threads, False), "torch_compile": lambda: torch_micro(threads, True),
