@@ -351,6 +351,11 @@ int64_t ev_const_int(Ev *ev, Value v, Span sp, const char *what) {
   if (!ev_scalar_const(ev, &n, &x))
     ev_fail(ev, sp, "%s must be a constant integer", what);
   if (n->op == OP_CONST && !ir_is_float(n->dtype)) return ir_const_int_at(n, 0);   // exact past 2^53
+  // A bare number is typed by its value (2.0 is the integer 2); a float
+  // tensor is refused even when whole, as NumPy refuses x[np.float32(2)].
+  if (!v.weak && ir_is_float(n->dtype))
+    ev_fail(ev, sp, "%s must be an integer, not the %s %g%s", what, ir_dtype_name(n->dtype), x,
+            x == floor(x) ? " (cast it, or compute it with integers: `//` divides them)" : "");
   if (x != floor(x) || fabs(x) > 9e15) ev_fail(ev, sp, "%s must be an integer, not %g", what, x);
   return (int64_t)x;
 }
