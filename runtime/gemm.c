@@ -1036,6 +1036,50 @@ static void split_depth(Gemm *g, int64_t batch, int threads, int rows_batch) {
     g->tm = g->tn = 1, g->mb = g->m, g->nb = g->n;
 }
 
+// Small products (at most GEMM_SMALL_N columns, SMALL_K deep, SMALL_WORK
+// multiply-adds; attention's per-head products) go whole to the kernel's small(): packing
+// each one's A and B cost as much as its product (28 x 28 by 16: 35 GFLOP/s on
+// a core with a peak of 233). A transposed B (scores = q k^T) is copied into
+// rows first, a C stored transposed computes C^T. Products are dealt out
+// whole, so a thread count changes no bit.
+enum { SMALL_WORK = 32768, SMALL_K = 128, SMALL_GRAIN = 65536 };
+
+typedef struct { const Gemm *g; const GemmKern *kn; } Small;
+
+static void run_small(void *ctx, int64_t lo, int64_t hi) {
+    const Small *sm = ctx;
+    const Gemm *g = sm->g;
+    float bt[SMALL_K * GEMM_SMALL_N];   // a B stored by columns, as rows
+    for (int64_t p = lo; p < hi; p++) {
+        const float *a = (const float *)g->a + p * g->a_batch, *b = (const float *)g->b + p * g->b_batch;
+        float *c = (float *)g->c + p * g->c_batch;
+        int64_t ldb = g->b_rs;
+        if (g->b_cs != 1) {
+            for (int64_t q = 0; q < g->k; q++)
+                for (int64_t j = 0; j < g->n; j++) bt[q * g->n + j] = b[q * g->b_rs + j * g->b_cs];
+            b = bt, ldb = g->n;
+        }
+        sm->kn->small(g->m, g->k, a, g->a_rs, g->a_cs, b, ldb, c, g->c_rs, (int)g->n, g->beta != 0);
+        finish(g, p, 0, g->m, 0, g->n);
+    }
+}
+
+static int small_product(KRt *rt, Gemm *g, int64_t batch, const GemmKern *kn) {
+    // (a long k, a row of a batch-1 inference against many columns, keeps
+    // row_tile's several chains per output)
+    if (!kn->small || g->win || (g->beta != 0 && g->beta != 1) || g->k > SMALL_K || g->m * g->n * g->k > SMALL_WORK)
+        return 0;
+    Gemm t = *g;
+    if (t.c_cs != 1) {   // C^T = B^T A^T
+        if (t.c_rs != 1) return 0;
+        transpose_problem(&t);
+    }
+    if (t.n > GEMM_SMALL_N) return 0;
+    Small sm = {&t, kn};
+    rt_parallel_for(rt, run_small, &sm, batch, SMALL_GRAIN / (t.m * t.n * t.k + 1) + 1);
+    return 1;
+}
+
 static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     if (batch <= 0 || g->m <= 0 || g->n <= 0) return;
     // A mini-batch against a shared (stride 0) weight whose rows follow on
@@ -1054,6 +1098,7 @@ static void gemm(KRt *rt, Gemm *g, int64_t batch) {
     g->e_rs = g->c_rs, g->e_cs = g->c_cs;
     int kind = rt_gemm_kind(rt);
     if (!g->f64 && kind <= GEMM_KILN_C && (g->kern = gemm_kern_pick(kind))) {
+        if (small_product(rt, g, batch, g->kern)) return;
         Gemm t = *g;
         int rows_batch = g->a_cs == 1;   // a row-major A: its rows may be a batch
         int64_t keep = t.win ? 0 : narrow_transposed(&t);

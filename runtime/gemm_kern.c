@@ -356,16 +356,64 @@ AVX512 static void row_cols_avx512(int64_t k, const float *a, int64_t ak, const 
     _mm512_mask_storeu_ps(c, m0, s0);
     _mm512_mask_storeu_ps(c + 16, m1, s1);
 }
+
+// A small product whole (attention's per-head products, 28 x 28 by 16, 512 of
+// them a step): R rows at a time against one or two vectors of B's columns
+// (masked: cols <= 32), R*W independent chains of FMAs, nothing packed; A's
+// elements broadcast where they are (any strides). Each sum is in k order, as
+// the packed kernels add it.
+static inline __attribute__((always_inline)) AVX512 void small_rows(int R, int W, int64_t k, const float *a,
+                                                                    int64_t ars, int64_t acs, const float *b,
+                                                                    int64_t ldb, float *c, int64_t ldc, __mmask16 m0,
+                                                                    __mmask16 m1, int acc) {
+    __m512 s[8][2];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) s[r][0] = s[r][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p++) {
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb), b1 = b0;
+        if (W == 2) b1 = _mm512_maskz_loadu_ps(m1, b + p * ldb + 16);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            __m512 x = _mm512_set1_ps(a[r * ars + p * acs]);
+            s[r][0] = _mm512_fmadd_ps(x, b0, s[r][0]);
+            if (W == 2) s[r][1] = _mm512_fmadd_ps(x, b1, s[r][1]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+        float *cr = c + r * ldc;
+        if (acc) s[r][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), s[r][0]);
+        _mm512_mask_storeu_ps(cr, m0, s[r][0]);
+        if (W == 2) {
+            if (acc) s[r][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), s[r][1]);
+            _mm512_mask_storeu_ps(cr + 16, m1, s[r][1]);
+        }
+    }
+}
+
+AVX512 static void small_avx512(int64_t m, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b,
+                                int64_t ldb, float *c, int64_t ldc, int cols, int acc) {
+    __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1),
+              m1 = (__mmask16)(cols > 16 ? (cols >= 32 ? 0xFFFF : (1u << (cols - 16)) - 1) : 0);
+    int64_t i = 0;
+#define SMALL_STEP(R)                                                                                            \
+    for (; m - i >= R; i += R) {                                                                                 \
+        if (cols > 16) small_rows(R, 2, k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, m0, m1, acc);      \
+        else small_rows(R, 1, k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, m0, m1, acc);                \
+    }
+    SMALL_STEP(8)
+    SMALL_STEP(4)
+    SMALL_STEP(2)
+    SMALL_STEP(1)
+#undef SMALL_STEP
+}
 #undef DEFINE_ROW_PANELS
 #endif
 
 static const GemmKern kerns[] = {
-    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL, NULL, NULL},
+    [GEMM_KILN_C] = {"c", C_MR, C_NR, WIN_VEC_NONE, 0, kern_c, rows_c, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 #ifdef KILN_X86
     [GEMM_KILN_AVX2] = {"avx2", Y_MR, Y_NR, WIN_VEC_AVX2, INT64_MAX, kern_avx2, rows_avx2, taps_avx2, tails_avx2, taps_tails_avx2, pack_b_avx2,
-                         row_panels_avx2, pixels_avx2, row_cols_avx2},
+                         row_panels_avx2, pixels_avx2, row_cols_avx2, NULL},
     [GEMM_KILN_AVX512] = {"avx512", Z_MR, Z_NR, WIN_VEC_AVX512, 2 << 20, kern_avx512, rows_avx512, taps_avx512, tails_avx512, taps_tails_avx512,
-                          pack_b_avx512, row_panels_avx512, NULL, row_cols_avx512},
+                          pack_b_avx512, row_panels_avx512, NULL, row_cols_avx512, small_avx512},
 #endif
 };
 

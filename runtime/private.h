@@ -136,7 +136,13 @@ typedef struct {
     // in place, into cols values of C, with masked loads and stores: tail[1]'s
     // sums, in k order, for the columns a whole panel would overrun (NULL: none).
     void (*row_cols)(int64_t k, const float *a, int64_t ak, const float *b, int64_t ldb, float *c, int cols, int acc);
+    // A whole small product, m x cols (cols <= GEMM_SMALL_N) by k, nothing
+    // packed: A's element (i, p) at a[i*ars + p*acs], B row-major
+    // (b[p*ldb + j]), C row-major; each sum in k order (NULL: none).
+    void (*small)(int64_t m, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                  float *c, int64_t ldc, int cols, int acc);
 } GemmKern;
+#define GEMM_SMALL_N 32
 #define ROW_PANELS 4
 // The kernel for a kiln kind on this CPU; NULL if the CPU lacks it.
 const GemmKern *gemm_kern_pick(int kind);

@@ -494,6 +494,12 @@ static void test_gemm(void) {
         // Strides BLIS refuses: a broadcast row (stride 0) and reversed rows go to the loops.
         {"broadcast rows of a (stride 0)", {1, 30, 20, 25, 0, 0, 1, 0, 20, 1, 0, 20, 1, 0}},
         {"reversed rows of b (negative stride)", {1, 30, 20, 25, 0, 25, 1, 0, -20, 1, 0, 20, 1, 0}},
+        // Small products go whole to the kernel's small() (AVX-512): row tails of 8, 4, 2, 1,
+        // one or two masked vectors of columns, B stored by columns, C by columns.
+        {"small: batch 64 of 28x16x28", {RM(64, 28, 16, 28), 0}},
+        {"small: batch 3 of 15x32x128, beta 1", {RM(3, 15, 32, 128), 1}},
+        {"small: batch 5 of 13x17x5, a @ transpose(b)", {5, 13, 17, 5, 13 * 5, 5, 1, 17 * 5, 1, 5, 13 * 17, 17, 1, 0}},
+        {"small: batch 4 of 7x20x9, column-major C", {4, 7, 20, 9, 63, 9, 1, 180, 20, 1, 140, 1, 7, 0}},
         {"general strides (every other element)", {2, 21, 17, 19, 2 * 21 * 19 * 2, 2 * 19 * 2, 2, 0, 17 * 2, 2, 21 * 17 * 3, 17 * 3, 3, 0.5}},
     };
 #undef RM
