@@ -360,6 +360,31 @@ static void cols_sizes(const Node *n, int64_t L, char *R, char *nch, char *bytes
   snprintf(bytes, 256, "(size_t)%s * %lld * %zu", nch, (long long)L, ir_dtype_size(cg_reduce_acc(n)));
 }
 
+// A two-step reduction's second step: each of a strip of its L outputs over
+// the chunks' partials (chunk c's at scratch[c*L ...]), in chunk order.
+static void combine_chunks(Gen *g, const Kernel *K, int k, int64_t L, const char *chunks) {
+  Node *n = K->node;
+  DType acc = cg_reduce_acc(n);
+  const char *T = cg_ctype(acc);
+  char init[64], v[64];
+  cg_acc_init(init, sizeof init, n, acc);
+  begin_kernel(g, K, k);
+  cg_line(g, "const %s *part = (const %s *)A->scratch;", T, T);
+  cg_line(g, "for (int64_t q = lo; q < hi; q++) {");
+  g->ind++;
+  cg_line(g, "%s acc = %s;", T, init);
+  cg_line(g, "for (int64_t c = 0; c < %s; c++) {", chunks);
+  g->ind++;
+  snprintf(v, sizeof v, "part[c*%lld + q]", (long long)L);
+  cg_reduce_step(g, n, acc, "acc", v);
+  g->ind--;
+  cg_line(g, "}");
+  cg_line(g, "b%d[q] = (%s)acc;", K->out, cg_ctype(n->dtype));
+  g->ind--;
+  cg_line(g, "}");
+  end_kernel(g);
+}
+
 static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *work, char *grain, char *chunks) {
   Node *n = K->node, *s = n->src[0];
   DType acc = cg_reduce_acc(n);
@@ -399,23 +424,7 @@ static void reduce_cols_kernel(Gen *g, const Kernel *K, int k, int64_t L, char *
   g->ind--;
   cg_line(g, "}");
   end_kernel(g);
-  // Step 2: a strip of outputs, each over the chunks in order.
-  begin_kernel(g, K, k);
-  cg_line(g, "const %s *part = (const %s *)A->scratch;", T, T);
-  cg_line(g, "for (int64_t q = lo; q < hi; q++) {");
-  g->ind++;
-  cg_line(g, "%s acc = %s;", T, init);
-  cg_line(g, "for (int64_t c = 0; c < %s; c++) {", chunks);
-  g->ind++;
-  char v[64];
-  snprintf(v, sizeof v, "part[c*%lld + q]", (long long)L);
-  cg_reduce_step(g, n, acc, "acc", v);
-  g->ind--;
-  cg_line(g, "}");
-  cg_line(g, "b%d[q] = (%s)acc;", K->out, cg_ctype(n->dtype));
-  g->ind--;
-  cg_line(g, "}");
-  end_kernel(g);
+  combine_chunks(g, K, k, L, chunks);
   snprintf(work, 128, "%lld", (long long)L);
   snprintf(grain, 128, "%d", COL_STRIP);
 }
@@ -494,21 +503,7 @@ static void reduce_flat_kernel(Gen *g, const Kernel *K, int k, char *work, char 
   g->ind--;
   cg_line(g, "}");
   end_kernel(g);
-  // Step 2: the chunks in order.
-  begin_kernel(g, K, k);
-  cg_line(g, "const %s *part = (const %s *)A->scratch;", T, T);
-  cg_line(g, "if (lo < hi) {");
-  g->ind++;
-  cg_line(g, "%s acc = %s;", T, init);
-  cg_line(g, "for (int64_t c = 0; c < %s; c++) {", chunks);
-  g->ind++;
-  cg_reduce_step(g, n, acc, "acc", "part[c]");
-  g->ind--;
-  cg_line(g, "}");
-  cg_line(g, "b%d[0] = (%s)acc;", K->out, cg_ctype(n->dtype));
-  g->ind--;
-  cg_line(g, "}");
-  end_kernel(g);
+  combine_chunks(g, K, k, 1, chunks);   // the one output over the chunks in order
   strcpy(work, "1");
   strcpy(grain, "1");
 }
