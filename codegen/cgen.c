@@ -133,14 +133,15 @@ static int flat_ok(const Schedule *s, Node *n, int top, uint8_t *seen) {
   return 1;
 }
 
-static int flat_kernel(const Schedule *s, const Kernel *K) {
-  if (K->copy) return 1;
+static int flat_from(const Schedule *s, Node *n, int top) {
   uint8_t *seen = calloc(s->nid + 1, 1);
   if (!seen) abort();
-  int ok = flat_ok(s, K->node, 1, seen);
+  int ok = flat_ok(s, n, top, seen);
   free(seen);
   return ok;
 }
+
+static int flat_kernel(const Schedule *s, const Kernel *K) { return K->copy || flat_from(s, K->node, 1); }
 
 // Opens the loop over n's axis d, its index j<d>.
 static void open_axis_loop(Gen *g, Index *ix, const Node *n, int d) {
@@ -445,11 +446,7 @@ static int flat_full_reduce(const Schedule *s, const Node *n) {
   if (n->op == OP_ARGMAX || n->op == OP_ARGMIN || x->ndim == 0 || __builtin_popcount((uint32_t)n->a.i[0]) != x->ndim ||
       (ir_numel_const(x, &m) && m < 2 * FLAT_CHUNK))
     return 0;
-  uint8_t *seen = calloc(s->nid + 1, 1);
-  if (!seen) abort();
-  int ok = flat_ok(s, x, 0, seen);
-  free(seen);
-  return ok;
+  return flat_from(s, x, 0);   // read at its linear index
 }
 
 // The chunks of a flat full reduction and their scratch bytes, as C expressions.
@@ -612,11 +609,10 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
 // A strided view: offset and per-axis strides of n over its buffer (sched_view_base).
 static int view_of(const Schedule *s, Node *n, char *off, char (*st)[96]) {
   int b = sched_buf(s, n);
-  if (b >= 0 || (n->op == OP_RESHAPE && sched_buf(s, n->src[0]) >= 0)) {
-    Node *shape_of = n;
+  if (sched_dense(s, n)) {   // n's own shape over the buffer, row-major
     if (b < 0) b = sched_buf(s, n->src[0]);
     strcpy(off, "0");
-    for (int d = 0; d < shape_of->ndim; d++) cg_prod(st[d], 96, shape_of->shape, d + 1, shape_of->ndim);
+    for (int d = 0; d < n->ndim; d++) cg_prod(st[d], 96, n->shape, d + 1, n->ndim);
     return b;
   }
   char sst[IR_MAXDIM][96];
@@ -842,7 +838,7 @@ static void gemm_kernel(Gen *g, const Kernel *K, int k) {
     }
   }
   cg_dim(B, sizeof B, n->shape[x]);
-  if (nd > 3 && x != nd - 3) {
+  if (nd > 3) {   // the other batch axes: a loop of rt_gemm calls, each one's offsets
     char cs[96];
     Dim others[IR_MAXDIM];
     int no = 0;
@@ -858,28 +854,11 @@ static void gemm_kernel(Gen *g, const Kernel *K, int k) {
       cg_prod(cs, sizeof cs, n->shape, y + 1, nd);
       cg_line(g, "{ int64_t i = q %% %s; q /= %s; ao += i*as%d; bo += i*bs%d; co += i*%s; }", d, d, y, y, cs);
     }
+    if (K->nepi) cg_line(g, "E.base = co;");   // x is the last batch axis: co is o*B*m*n
     cg_prod(cs, sizeof cs, n->shape, x + 1, nd);
     cg_line(g, "%s(rt, %s, %s, %s, %s, pa + ao, as%d, as%d, as%d, pb + bo, bs%d, bs%d, bs%d,", fnx, B, M, N, KK, x,
             nd - 2, nd - 1, x, nd - 2, nd - 1);
     cg_line(g, "    c + co, %s, %s, 1, 0%s);", cs, N, tail);
-    g->ind--;
-    cg_line(g, "}");
-    end_kernel(g);
-    return;
-  }
-  if (nd > 3) {
-    cg_prod(outer, sizeof outer, n->shape, 0, x);
-    cg_line(g, "for (int64_t o = 0; o < %s; o++) {", outer);
-    g->ind++;
-    cg_line(g, "int64_t q = o, ao = aoff, bo = boff;");
-    for (int y = x - 1; y >= 0; y--) {
-      cg_dim(d, sizeof d, n->shape[y]);
-      cg_line(g, "{ int64_t i = q %% %s; q /= %s; ao += i*as%d; bo += i*bs%d; }", d, d, y, y);
-    }
-    if (K->nepi) cg_line(g, "E.base = o*%s*%s;", B, mn);
-    cg_line(g, "%s(rt, %s, %s, %s, %s, pa + ao, as%d, as%d, as%d, pb + bo, bs%d, bs%d, bs%d,", fnx, B, M, N, KK, x,
-            x + 1, x + 2, x, x + 1, x + 2);
-    cg_line(g, "    c + o*%s*%s, %s, %s, 1, 0%s);", B, mn, mn, N, tail);
     g->ind--;
     cg_line(g, "}");
   } else {

@@ -13,6 +13,10 @@ int sched_unit_reshape(const Node *n) {
   }
 }
 
+int sched_dense(const Schedule *s, const Node *n) {
+  return sched_buf(s, n) >= 0 || (n->op == OP_RESHAPE && sched_buf(s, n->src[0]) >= 0);
+}
+
 int sched_reshape_runs(const Node *n, int *last) {
   const Node *s = n->src[0];
   int j = 0;
@@ -43,7 +47,7 @@ int sched_merge_view(const Schedule *s, const Node *n) {
   const Node *t = n->src[0];
   if (n->op != OP_RESHAPE || t->op != OP_TRANSPOSE || !sched_reshape_runs(n, last)) return 0;
   const Node *x = t->src[0];
-  if (sched_buf(s, x) < 0 && !(x->op == OP_RESHAPE && sched_buf(s, x->src[0]) >= 0)) return 0;
+  if (!sched_dense(s, x)) return 0;
   // Each run's axes of t, mapped through the permutation, must be consecutive
   // axes of x (its axes of length 1 aside) in increasing order.
   for (int i = 0, j = 0; i < n->ndim; i++) {
@@ -102,7 +106,7 @@ int sched_mm_work(const Node *mm, Dim *factors) {
 int sched_col2im_rows(const Schedule *s, const Node *n) {
   if (n->op != OP_COL2IM || ir_windows_disjoint(n->a.i)) return 0;
   const Node *src = n->src[0];
-  return sched_buf(s, src) >= 0 || (src->op == OP_RESHAPE && sched_buf(s, src->src[0]) >= 0);
+  return sched_dense(s, src);
 }
 
 static int buffered(const Schedule *s, const Node *n) { return s && sched_buf(s, n) >= 0; }

@@ -53,6 +53,8 @@ typedef struct {
 // that node. So `[N, M, K] @ transpose(W)`, whose broadcast puts a reshape to
 // [1, K, P] over the transpose, still reads W in place.
 int sched_view_base(const Schedule *s, Node *n, Node **base);
+// n is in a buffer in its own layout, contiguous: n's buffer, or a reshape of one.
+int sched_dense(const Schedule *s, const Node *n);
 // A RESHAPE that only adds or drops axes of length 1: every other axis keeps
 // its stride, so it is a view of whatever its operand is a view of.
 int sched_unit_reshape(const Node *n);

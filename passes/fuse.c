@@ -47,7 +47,7 @@ static void need_view(Schedule *s, Node *n) {
 
 // A contiguous buffer in n's own layout: n's buffer, or a reshape of one.
 static void need_dense(Schedule *s, Node *n) {
-  if (sched_buf(s, n) >= 0 || (n->op == OP_RESHAPE && sched_buf(s, n->src[0]) >= 0)) return;
+  if (sched_dense(s, n)) return;
   materialize(s, n);
 }
 

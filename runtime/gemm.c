@@ -1050,13 +1050,16 @@ static void run_small(void *ctx, int64_t lo, int64_t hi) {
     const Small *sm = ctx;
     const Gemm *g = sm->g;
     float bt[SMALL_K * GEMM_SMALL_N];   // a B stored by columns, as rows
+    const float *in_bt = NULL;          // the B copied there (a shared B: once)
     for (int64_t p = lo; p < hi; p++) {
         const float *a = (const float *)g->a + p * g->a_batch, *b = (const float *)g->b + p * g->b_batch;
         float *c = (float *)g->c + p * g->c_batch;
         int64_t ldb = g->b_rs;
         if (g->b_cs != 1) {
-            for (int64_t q = 0; q < g->k; q++)
-                for (int64_t j = 0; j < g->n; j++) bt[q * g->n + j] = b[q * g->b_rs + j * g->b_cs];
+            if (b != in_bt)
+                for (int64_t q = 0; q < g->k; q++)
+                    for (int64_t j = 0; j < g->n; j++) bt[q * g->n + j] = b[q * g->b_rs + j * g->b_cs];
+            in_bt = b;
             b = bt, ldb = g->n;
         }
         sm->kn->small(g->m, g->k, a, g->a_rs, g->a_cs, b, ldb, c, g->c_rs, (int)g->n, g->beta != 0);

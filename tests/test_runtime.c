@@ -500,6 +500,7 @@ static void test_gemm(void) {
         {"small: batch 3 of 15x32x128, beta 1", {RM(3, 15, 32, 128), 1}},
         {"small: batch 5 of 13x17x5, a @ transpose(b)", {5, 13, 17, 5, 13 * 5, 5, 1, 17 * 5, 1, 5, 13 * 17, 17, 1, 0}},
         {"small: batch 4 of 7x20x9, column-major C", {4, 7, 20, 9, 63, 9, 1, 180, 20, 1, 140, 1, 7, 0}},
+        {"small: batch 4 of 9x20x7 against one transposed B", {4, 9, 20, 7, 66, 7, 1, 0, 1, 7, 180, 20, 1, 0}},
         {"general strides (every other element)", {2, 21, 17, 19, 2 * 21 * 19 * 2, 2 * 19 * 2, 2, 0, 17 * 2, 2, 21 * 17 * 3, 17 * 3, 3, 0.5}},
     };
 #undef RM

@@ -129,9 +129,13 @@ def init_params(model, nchw):
 
         def norm(name):
             return [(name + ".gamma", np.ones(64, np.float32)), (name + ".beta", np.zeros(64, np.float32))]
-        return (dense("embed", 28, 64) + [("pos", (rng.standard_normal((28, 64)) * 0.02).astype(np.float32))]
-                + norm("ln1") + dense("q", 64, 64) + dense("k", 64, 64) + dense("v", 64, 64) + dense("out", 64, 64)
-                + norm("ln2") + dense("up", 64, 128) + dense("down", 128, 64) + norm("ln3") + dense("cls", 64, 10))
+        # named as Kiln names examples/transformer.kiln's parameters (peers.py agree loads them so)
+        att = "block.1.attention.1."
+        return (dense("dense.1", 28, 64) + [("pos", (rng.standard_normal((28, 64)) * 0.02).astype(np.float32))]
+                + norm("block.1.ln1") + dense(att + "q", 64, 64) + dense(att + "k", 64, 64)
+                + dense(att + "v", 64, 64) + dense(att + "out", 64, 64) + norm("block.1.ln2")
+                + dense("block.1.up", 64, 128) + dense("block.1.down", 128, 64) + norm("layernorm.1")
+                + dense("dense.2", 64, 10))
     if model == "logreg":
         return [("W", np.zeros((784, 10), np.float32)), ("b", np.zeros(10, np.float32))]
     if model == "mlp":
@@ -222,23 +226,16 @@ def tinygrad_ops():
 OPS = {"torch": torch_ops, "jax": jax_ops, "tensorflow": tf_ops, "pytensor": pytensor_ops, "tinygrad": tinygrad_ops}
 
 
-# Kiln's names for init_params("transformer")'s parameters (examples/transformer.kiln).
-KILN_NAMES = ["dense.1.W", "dense.1.b", "pos", "block.1.ln1.gamma", "block.1.ln1.beta"] + [
-    f"block.1.attention.1.{m}.{p}" for m in "qkv" for p in "Wb"] + [
-    "block.1.attention.1.out.W", "block.1.attention.1.out.b", "block.1.ln2.gamma", "block.1.ln2.beta",
-    "block.1.up.W", "block.1.up.b", "block.1.down.W", "block.1.down.b", "layernorm.1.gamma", "layernorm.1.beta",
-    "dense.2.W", "dense.2.b"]
-
-
-def kiln_logits(kiln, P, x):
-    """examples/transformer.kiln's logits for x with the weights P, by `kiln run`:
+def kiln_logits(kiln, params, x):
+    """examples/transformer.kiln's logits for x with the weights params ([(Kiln's
+    name, array)], init_params' order), by `kiln run`:
     the file without its data and training lines, x a literal, the weights loaded
     from a safetensors file written here."""
     import subprocess
     import tempfile
     d = tempfile.mkdtemp(prefix="kiln-agree-")
     head, blobs, at = {}, [], 0
-    for name, a in zip(KILN_NAMES, P):
+    for name, a in params:
         head[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
         blobs.append(a.astype("<f4").tobytes())
         at += a.nbytes
@@ -262,11 +259,12 @@ def agree(kiln=None):
     """The transformer's logits in every importable system (and Kiln, given its
     binary) on the same weights and 5 images: the largest difference from
     PyTorch's (or the first system's)."""
-    P = [a for _, a in init_params("transformer", True)]
+    params = init_params("transformer", True)
+    P = [a for _, a in params]
     x = np.random.default_rng(0).random((5, 784)).astype(np.float32)
     got = {}
     if kiln:
-        got["kiln"] = kiln_logits(kiln, P, x)
+        got["kiln"] = kiln_logits(kiln, params, x)
     for name, make in OPS.items():
         try:
             o = make()
