@@ -289,7 +289,7 @@ static Index *reduce_begin(Gen *g, const Kernel *K, int k, const int *kept, cons
 // vectorizes runs along the output row (OW) instead of over a few taps. Each
 // output still adds its terms in the same order, so the sums are the same
 // bit for bit.
-enum { TAPS_MAX_BLOCK = 2048, TAPS_MAX_REDUCE = 4096 };
+enum { TAPS_MAX_BLOCK = 2048, TAPS_MAX_REDUCE = 4096, ROW_LANES_MIN = 4 * SUM_LANES };
 
 static void reduce_taps_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain, const int *kept, const Dim *kshape,
                                int nk, int sp, DType acc) {
@@ -526,7 +526,14 @@ static void reduce_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   for (int i = 0; i < s->ndim; i++)
     if (axes & (1u << i)) red_shape[nr++] = s->shape[i];
   int64_t block = const_prod(kshape, sp, nk), taps = const_prod(red_shape, 0, nr);
-  if (!arg && sp < nk && block > 1 && block <= TAPS_MAX_BLOCK && taps > 1 && taps <= TAPS_MAX_REDUCE) {
+  // Not where the reads run along the last reduced axis and it is long: a
+  // layer norm's mean and variance over rows of 64 (the transformer's six,
+  // [B, 28] outputs) read a row apart per step in taps, 0.10-0.17 ms each at
+  // batch 128 and one thread, 0.02 ms each as lanes along the rows. A softmax
+  // gradient's rows of 28 stay taps (0.42-0.49 ms; 0.77-0.81 as lanes, whose
+  // 28 is three rounds of 8 and a tail).
+  int along = !red_shape[nr - 1].sym && red_shape[nr - 1].k >= ROW_LANES_MIN && cg_reduce_contiguous(g->s, K);
+  if (!arg && !along && sp < nk && block > 1 && block <= TAPS_MAX_BLOCK && taps > 1 && taps <= TAPS_MAX_REDUCE) {
     reduce_taps_kernel(g, K, k, work, grain, kept, kshape, nk, sp, acc);
     return;
   }
@@ -702,16 +709,67 @@ static void matmul_kernel(Gen *g, const Kernel *K, int k, char *work, char *grai
   snprintf(grain, 128, "(65536 / (%s*%s + 1) + 1)", N, KK);
 }
 
+// Whether n's value at an element of the product prod is its buffers' values
+// at that element and scalar constants alone (no row or column index): a
+// scaling, a residual added, an activation.
+static int pointwise(const Schedule *s, const Node *n, const Node *prod, int top) {
+  if (ir_is_scalar_const(n, NULL)) return 1;
+  if (n->ndim != prod->ndim || !ir_shape_eq(n, prod)) return 0;
+  if (!top && sched_buf(s, n) >= 0) return 1;
+  if (ir_ops[n->op].kind != K_EW) return 0;
+  for (int i = 0; i < n->nsrc; i++)
+    if (!pointwise(s, n->src[i], prod, 0)) return 0;
+  return 1;
+}
+
+// One epilogue kernel's loop over en elements from eL0 (rows: the row's index
+// unraveled, or NULL where the kernel reads no index).
+static void epi_loop(Gen *g, const Kernel *K, int j, Index *rows, const Node *prod) {
+  Node *kn = K->node;
+  cg_line(g, "{  // k%d: %s", j, ir_ops[kn->op].name);
+  g->ind++;
+  declare_buffers(g, K);
+  // A kernel of another shape with the same rows (a convolution's [N, OH, OW,
+  // C] over its [N*OH*OW, C] product) unravels the row into its own axes.
+  Index *krows = rows;
+  if (rows && !ir_shape_eq(kn, prod)) {
+    krows = cg_index(g, kn->ndim - 1, kn->shape);
+    strcpy(krows->lin, "erow");
+    cg_need_idx(g, krows);
+  }
+  cg_line(g, "for (int64_t ec = 0; ec < en; ec++) {");
+  g->ind++;
+  Index *ix = cg_index(g, kn->ndim, kn->shape);
+  strcpy(ix->lin, "eL");
+  if (rows) {
+    cg_line(g, "const int64_t eL = eL0 + ec, ej = ej0 + ec; (void)ej;");
+    for (int d = 0; d < kn->ndim - 1; d++) strcpy(ix->idx[d], krows->idx[d]);
+    strcpy(ix->idx[kn->ndim - 1], "ej");
+    ix->has_idx = 1;
+  } else {
+    cg_line(g, "const int64_t eL = eL0 + ec;");
+  }
+  g->nmemo = 0;   // the last kernel's temporaries are out of scope
+  cg_line(g, "b%d[eL] = %s;", K->out, cg_compute(g, K->node, ix));
+  g->ind--;
+  cg_line(g, "}");
+  g->ind--;
+  cg_line(g, "}");
+}
+
 // The epilogue of matmul k (epilogue.c): its kernels, one after the other, on
 // each row of a finished block of the product that rt_gemm_*_epi hands over
 // while it is in cache. A kernel there has the product's shape and reads the
 // group's buffers at the element it writes, so the element's index is the
 // product's: the row unraveled once per row, the column counted up. E->base:
-// where this rt_gemm call's C starts in the product's buffer.
+// where this rt_gemm call's C starts in the product's buffer. Kernels that
+// read no index (attention's scores scaled) take a block whose rows follow one
+// another (rs == cols) as one run: rows of 28 were a 16-float vector and 12
+// scalar iterations each.
 static void epi_kernel(Gen *g, int k) {
   const Schedule *s = g->s;
   Node *n = s->ks[k].node;
-  int nd = n->ndim;
+  int nd = n->ndim, flat = 1;
   char N[64];
   cg_dim(N, sizeof N, n->shape[nd - 1]);
   str_put(g->out, "\n// k%d's epilogue: k%d-k%d on each finished block of the product\n", k, k + 1, k + s->ks[k].nepi);
@@ -720,6 +778,16 @@ static void epi_kernel(Gen *g, int k) {
   cg_line(g, "const Epi *E = vp;");
   cg_line(g, "const Args *A = E->A;");
   cg_line(g, "const int64_t *D = A->D; (void)D;");
+  for (int j = k + 1; j <= k + s->ks[k].nepi; j++) flat &= pointwise(s, s->ks[j].node, n, 1);
+  if (flat) {
+    cg_line(g, "if (rs == cols) {");
+    g->ind++;
+    cg_line(g, "const int64_t eL0 = E->base + off, en = rows * cols;");
+    for (int j = k + 1; j <= k + s->ks[k].nepi; j++) epi_loop(g, &s->ks[j], j, NULL, n);
+    cg_line(g, "return;");
+    g->ind--;
+    cg_line(g, "}");
+  }
   // A row of the block is one row of the product, unless rt_gemm merged a batch
   // into its columns: then it is cut where the product's rows end.
   cg_line(g, "for (int64_t er = 0; er < rows; er++)");
@@ -730,35 +798,7 @@ static void epi_kernel(Gen *g, int k) {
   Index *rows = cg_index(g, nd - 1, n->shape);
   strcpy(rows->lin, "erow");
   cg_need_idx(g, rows);
-  for (int j = k + 1; j <= k + s->ks[k].nepi; j++) {
-    const Kernel *K = &s->ks[j];
-    cg_line(g, "{  // k%d: %s", j, ir_ops[K->node->op].name);
-    g->ind++;
-    declare_buffers(g, K);
-    // A kernel of another shape with the same rows (a convolution's [N, OH, OW,
-    // C] over its [N*OH*OW, C] product) unravels the row into its own axes.
-    Node *kn = K->node;
-    Index *krows = rows;
-    if (!ir_shape_eq(kn, n)) {
-      krows = cg_index(g, kn->ndim - 1, kn->shape);
-      strcpy(krows->lin, "erow");
-      cg_need_idx(g, krows);
-    }
-    cg_line(g, "for (int64_t ec = 0; ec < en; ec++) {");
-    g->ind++;
-    cg_line(g, "const int64_t eL = eL0 + ec, ej = ej0 + ec; (void)ej;");
-    Index *ix = cg_index(g, kn->ndim, kn->shape);
-    strcpy(ix->lin, "eL");
-    for (int d = 0; d < kn->ndim - 1; d++) strcpy(ix->idx[d], krows->idx[d]);
-    strcpy(ix->idx[kn->ndim - 1], "ej");
-    ix->has_idx = 1;
-    g->nmemo = 0;   // the last kernel's temporaries are out of scope
-    cg_line(g, "b%d[eL] = %s;", K->out, cg_compute(g, K->node, ix));
-    g->ind--;
-    cg_line(g, "}");
-    g->ind--;
-    cg_line(g, "}");
-  }
+  for (int j = k + 1; j <= k + s->ks[k].nepi; j++) epi_loop(g, &s->ks[j], j, rows, n);
   g->ind--;
   cg_line(g, "}");
   end_kernel(g);
@@ -895,19 +935,13 @@ static void matmul_host(Gen *g, Str *host, const Kernel *K, int k) {
   if (K->strategy == MM_BY_SIZE) str_put(host, "  }\n");
 }
 
-// A row op's row max m and sum of exponentials s (the lines that declare them).
-static void row_max_sumexp(Gen *g, const Kernel *K, Node *n, int bx, const char *L, const char *ostr) {
-  int ax = (int)n->a.i[0];
-  int f32 = n->dtype == DT_F32;
-  const char *T = cg_ctype(n->dtype), *EXP = f32 ? "expf" : "exp";
-  // The max and the sum in 8 lanes, so that neither waits on the latency of
-  // one long chain (a row of 28 took 1.6 ns an element); the max is exact in
-  // any order, the sum adds the lanes pairwise at the end (the same order for
-  // every thread count and every run).
-  // (NaN is a flag of its own: selects without it vectorize.)
-  cg_line(g, "%s mx[8], sx[8];", T);
+// A row's max m (the lines that declare it), in 8 lanes so that it does not
+// wait on the latency of one long chain (a row of 28 took 1.6 ns an element);
+// exact in any order. (NaN is a flag of its own: selects without it vectorize.)
+static void row_max(Gen *g, const char *T, int bx, int ax, const char *L) {
+  cg_line(g, "%s mx[8];", T);
   cg_line(g, "int nan = 0;");
-  cg_line(g, "for (int u = 0; u < 8; u++) mx[u] = -INFINITY, sx[u] = 0;");
+  cg_line(g, "for (int u = 0; u < 8; u++) mx[u] = -INFINITY;");
   cg_line(g, "int64_t j = 0;");
   cg_line(g, "for (; j + 8 <= %s; j += 8)", L);
   cg_line(g, "  for (int u = 0; u < 8; u++) { %s v = b%d[xo + (j + u)*xs%d]; mx[u] = v > mx[u] ? v : mx[u]; nan |= v != v; }", T, bx, ax);
@@ -916,60 +950,59 @@ static void row_max_sumexp(Gen *g, const Kernel *K, Node *n, int bx, const char 
   cg_line(g, "for (int u = 1; u < 8; u++) m = mx[u] > m ? mx[u] : m;");
   cg_line(g, "if (nan) m = NAN;");
   cg_line(g, "if (m == -INFINITY) m = 0;  // all -inf: avoid inf - inf");
-  // Each exponential once, by a loop free of the sum (so vectorized: libmvec's
-  // exp), into the output (softmax) or a chunk on the stack; KILN_ROW_LOOP: a
-  // short constant row is otherwise unrolled whole before the vectorizer sees
-  // it, and its exps stay scalar calls.
-  if (n->op == OP_SOFTMAX) {
-    cg_line(g, "KILN_ROW_LOOP");
-    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] = %s(b%d[xo + j*xs%d] - m);", L, K->out, ostr, EXP, bx, ax);
-    cg_line(g, "for (j = 0; j + 8 <= %s; j += 8)", L);
-    cg_line(g, "  for (int u = 0; u < 8; u++) sx[u] += b%d[oo + (j + u)*%s];", K->out, ostr);
-    cg_line(g, "for (; j < %s; j++) sx[0] += b%d[oo + j*%s];", L, K->out, ostr);
-  } else {
-    cg_line(g, "%s e[256];", T);
-    cg_line(g, "for (int64_t c0 = 0; c0 < %s; c0 += 256) {", L);
-    cg_line(g, "  const int64_t cn = %s - c0 < 256 ? %s - c0 : 256;", L, L);
-    cg_line(g, "  KILN_ROW_LOOP");
-    cg_line(g, "  for (j = 0; j < cn; j++) e[j] = %s(b%d[xo + (c0 + j)*xs%d] - m);", EXP, bx, ax);
-    cg_line(g, "  for (j = 0; j + 8 <= cn; j += 8)");
-    cg_line(g, "    for (int u = 0; u < 8; u++) sx[u] += e[j + u];");
-    cg_line(g, "  for (; j < cn; j++) sx[0] += e[j];");
-    cg_line(g, "}");
-  }
+}
+
+// The sum s of a row's exponentials E(j) (an expression in j), in 8 lanes
+// added pairwise at the end: the same order for every thread count and run.
+static void row_sum(Gen *g, const char *T, const char *L, const char *E) {
+  cg_line(g, "%s sx[8] = {0};", T);
+  cg_line(g, "for (j = 0; j + 8 <= %s; j += 8)", L);
+  cg_line(g, "  for (int u = 0; u < 8; u++) { const int64_t jj = j + u; sx[u] += %s; }", E);
+  cg_line(g, "for (; j < %s; j++) { const int64_t jj = j; sx[0] += %s; }", L, E);
   cg_line(g, "const %s s = ((sx[0] + sx[1]) + (sx[2] + sx[3])) + ((sx[4] + sx[5]) + (sx[6] + sx[7]));", T);
 }
 
-// Row ops along one axis: max, sum of exponentials, then the op's output
-// (cumsum: a running sum, on its own).
-static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
-  Node *n = K->node, *x = n->src[0];
-  int ax = (int)n->a.i[0], nd = x->ndim;
-  int f32 = n->dtype == DT_F32;
-  const char *T = cg_ctype(n->dtype), *LOG = f32 ? "logf" : "log";
-  char L[64], ostr[IR_MAXDIM][96];
-  cg_dim(L, sizeof L, x->shape[ax]);
-  begin_kernel(g, K, k);
-  int bx = declare_view(g, x, "x");
-  int bl = n->op == OP_SCE ? declare_view(g, n->src[1], "l") : -1;
-  for (int i = 0; i < nd; i++) cg_prod(ostr[i], 96, x->shape, i + 1, nd);
-  cg_line(g, "for (int64_t row = lo; row < hi; row++) {");
-  g->ind++;
-  cg_row_offsets(g, x, ax, bl >= 0);
-  if (n->op != OP_CUMSUM) row_max_sumexp(g, K, n, bx, L, ostr[ax]);
+// A row op's max m and sum of exponentials s (the lines that declare them).
+// Each exponential once, by a loop free of the sum (so vectorized), into the
+// output (softmax) or a chunk on the stack; KILN_ROW_LOOP: a long constant row
+// is otherwise unrolled whole before the vectorizer sees it.
+static void row_max_sumexp(Gen *g, const Kernel *K, Node *n, int bx, const char *L, const char *ostr) {
+  int ax = (int)n->a.i[0];
+  const char *T = cg_ctype(n->dtype), *EXP = n->dtype == DT_F32 ? "kiln_expf" : "exp";
+  char e[128];
+  row_max(g, T, bx, ax, L);
+  if (n->op == OP_SOFTMAX) {
+    cg_line(g, "KILN_ROW_LOOP");
+    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] = %s(b%d[xo + j*xs%d] - m);", L, K->out, ostr, EXP, bx, ax);
+    snprintf(e, sizeof e, "b%d[oo + jj*%s]", K->out, ostr);
+    row_sum(g, T, L, e);
+    return;
+  }
+  cg_line(g, "%s e[256], sx[8] = {0};", T);
+  cg_line(g, "for (int64_t c0 = 0; c0 < %s; c0 += 256) {", L);
+  cg_line(g, "  const int64_t cn = %s - c0 < 256 ? %s - c0 : 256;", L, L);
+  cg_line(g, "  KILN_ROW_LOOP");
+  cg_line(g, "  for (j = 0; j < cn; j++) e[j] = %s(b%d[xo + (c0 + j)*xs%d] - m);", EXP, bx, ax);
+  cg_line(g, "  for (j = 0; j + 8 <= cn; j += 8)");
+  cg_line(g, "    for (int u = 0; u < 8; u++) sx[u] += e[j + u];");
+  cg_line(g, "  for (; j < cn; j++) sx[0] += e[j];");
+  cg_line(g, "}");
+  cg_line(g, "const %s s = ((sx[0] + sx[1]) + (sx[2] + sx[3])) + ((sx[4] + sx[5]) + (sx[6] + sx[7]));", T);
+}
+
+// The op's result from m, s and the row's exponentials E(j) (softmax).
+static void row_result(Gen *g, const Kernel *K, Node *n, int bx, int bl, const char *L, const char *ostr, const char *E) {
+  int ax = (int)n->a.i[0];
+  const char *T = cg_ctype(n->dtype), *LOG = n->dtype == DT_F32 ? "logf" : "log";
   switch (n->op) {
-  case OP_CUMSUM:   // in order, in the result's dtype, as NumPy's
-    cg_line(g, "%s acc = 0;", T);
-    cg_line(g, "for (int64_t j = 0; j < %s; j++) { acc += b%d[xo + j*xs%d]; b%d[oo + j*%s] = acc; }", L, bx, ax, K->out, ostr[ax]);
-    break;
   case OP_SOFTMAX:
     cg_line(g, "const %s inv = 1 / s;", T);
     cg_line(g, "KILN_ROW_LOOP");
-    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] *= inv;", L, K->out, ostr[ax]);
+    cg_line(g, "for (j = 0; j < %s; j++) { const int64_t jj = j; b%d[oo + j*%s] = %s * inv; }", L, K->out, ostr, E);
     break;
   case OP_LOG_SOFTMAX:
     cg_line(g, "const %s ls = m + %s(s);", T, LOG);
-    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] = b%d[xo + j*xs%d] - ls;", L, K->out, ostr[ax], bx, ax);
+    cg_line(g, "for (j = 0; j < %s; j++) b%d[oo + j*%s] = b%d[xo + j*xs%d] - ls;", L, K->out, ostr, bx, ax);
     break;
   case OP_LOGSUMEXP:
     cg_line(g, "b%d[row] = m + %s(s);", K->out, LOG);
@@ -980,8 +1013,88 @@ static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) 
     break;
   default: abort();
   }
+}
+
+// Short rows (an attention's softmax over 28 keys; classifier logits) go in
+// blocks of ROW_BLOCK_FLOATS exponentials: each row's x - m into a block on the
+// stack, then one loop of exponentials over the whole block. Per row, the
+// vectorized loop of a row of 28 ran one 16-float vector and 12 scalar tail
+// iterations. A block of whole vectors is kept where the rows allow (28:
+// blocks of 8 rows, 224 floats). The values are the row-at-a-time ones.
+enum { ROW_SHORT = 128, ROW_BLOCK_FLOATS = 256, ROW_VEC = 16 };
+
+static int64_t short_row_block(int64_t L) {
+  int64_t a = L, b = ROW_VEC;
+  while (b) { int64_t t = a % b; a = b; b = t; }
+  int64_t whole = ROW_VEC / a, fit = ROW_BLOCK_FLOATS / L;   // rows per whole vectors; rows that fit
+  return fit >= whole ? fit / whole * whole : fit;
+}
+
+static void row_kernel_short(Gen *g, const Kernel *K, Node *n, int bx, int bl, int64_t len, const char *ostr) {
+  int ax = (int)n->a.i[0];
+  const char *T = cg_ctype(n->dtype), *EXP = n->dtype == DT_F32 ? "kiln_expf" : "exp";
+  int64_t rb = short_row_block(len);
+  char L[32];
+  snprintf(L, sizeof L, "%lld", (long long)len);
+  cg_line(g, "for (int64_t row0 = lo; row0 < hi; row0 += %lld) {", (long long)rb);
+  g->ind++;
+  cg_line(g, "const int64_t nr_ = hi - row0 < %lld ? hi - row0 : %lld;", (long long)rb, (long long)rb);
+  cg_line(g, "%s e[%lld], ms[%lld];", T, (long long)(rb * len), (long long)rb);
+  cg_line(g, "int64_t xos[%lld], oos[%lld], los[%lld];", (long long)rb, (long long)rb, (long long)rb);
+  cg_line(g, "for (int64_t b_ = 0; b_ < nr_; b_++) {");
+  g->ind++;
+  cg_line(g, "const int64_t row = row0 + b_;");
+  cg_row_offsets(g, n->src[0], ax, bl >= 0);
+  row_max(g, T, bx, ax, L);
+  cg_line(g, "for (j = 0; j < %s; j++) e[b_*%s + j] = b%d[xo + j*xs%d] - m;", L, L, bx, ax);
+  cg_line(g, "ms[b_] = m, xos[b_] = xo, oos[b_] = oo, los[b_] = lo_;");
   g->ind--;
   cg_line(g, "}");
+  cg_line(g, "KILN_ROW_LOOP");
+  cg_line(g, "for (int64_t i = 0; i < nr_*%s; i++) e[i] = %s(e[i]);", L, EXP);
+  cg_line(g, "for (int64_t b_ = 0; b_ < nr_; b_++) {");
+  g->ind++;
+  cg_line(g, "const int64_t row = row0 + b_, xo = xos[b_], oo = oos[b_], lo_ = los[b_]; (void)row; (void)xo; (void)oo; (void)lo_;");
+  cg_line(g, "const %s m = ms[b_], *eb = e + b_*%s; (void)m;", T, L);
+  cg_line(g, "int64_t j = 0;");
+  row_sum(g, T, L, "eb[jj]");
+  row_result(g, K, n, bx, bl, L, ostr, "eb[jj]");
+  g->ind--;
+  cg_line(g, "}");
+  g->ind--;
+  cg_line(g, "}");
+}
+
+// Row ops along one axis: max, sum of exponentials, then the op's output
+// (cumsum: a running sum, on its own).
+static void row_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
+  Node *n = K->node, *x = n->src[0];
+  int ax = (int)n->a.i[0], nd = x->ndim;
+  const char *T = cg_ctype(n->dtype);
+  char L[64], ostr[IR_MAXDIM][96], e[128];
+  cg_dim(L, sizeof L, x->shape[ax]);
+  begin_kernel(g, K, k);
+  int bx = declare_view(g, x, "x");
+  int bl = n->op == OP_SCE ? declare_view(g, n->src[1], "l") : -1;
+  for (int i = 0; i < nd; i++) cg_prod(ostr[i], 96, x->shape, i + 1, nd);
+  if (n->op != OP_CUMSUM && !x->shape[ax].sym && x->shape[ax].k <= ROW_SHORT) {
+    row_kernel_short(g, K, n, bx, bl, x->shape[ax].k, ostr[ax]);
+  } else {
+    cg_line(g, "for (int64_t row = lo; row < hi; row++) {");
+    g->ind++;
+    cg_row_offsets(g, x, ax, bl >= 0);
+    if (n->op == OP_CUMSUM) {   // in order, in the result's dtype, as NumPy's
+      cg_line(g, "%s acc = 0;", T);
+      cg_line(g, "for (int64_t j = 0; j < %s; j++) { acc += b%d[xo + j*xs%d]; b%d[oo + j*%s] = acc; }", L, bx, ax, K->out,
+              ostr[ax]);
+    } else {
+      row_max_sumexp(g, K, n, bx, L, ostr[ax]);
+      snprintf(e, sizeof e, "b%d[oo + jj*%s]", K->out, ostr[ax]);
+      row_result(g, K, n, bx, bl, L, ostr[ax], e);
+    }
+    g->ind--;
+    cg_line(g, "}");
+  }
   end_kernel(g);
   Dim rows[IR_MAXDIM]; int nr = 0;
   for (int i = 0; i < nd; i++) if (i != ax) rows[nr++] = x->shape[i];

@@ -53,6 +53,7 @@ int cg_declare_view(Gen *g, Node *n, const char *p);                     // `P o
 int cg_flat_kernel(const Schedule *s, const Kernel *K);                  // reads all at the element it writes
 // From order.c: the axis of [split, nd) an elementwise kernel runs innermost (nd - 1: its last).
 int cg_loop_order(const Schedule *s, const Kernel *K, int split);
+int cg_reduce_contiguous(const Schedule *s, const Kernel *K);
 void cg_acc_init(char *buf, size_t len, Node *n, DType acc);
 DType cg_reduce_acc(const Node *n);                                      // f32 sums in double (counts exact in f32)
 void cg_reduce_step(Gen *g, Node *n, DType acc, const char *a, const char *v);   // a = op(a, v)

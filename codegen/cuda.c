@@ -290,7 +290,7 @@ static void row_kernel(Gen *g, const Kernel *K, int k, CudaStep *st) {
   Node *n = K->node, *x = n->src[0];
   int ax = (int)n->a.i[0], nd = x->ndim;
   int f32 = n->dtype == DT_F32;
-  const char *T = cg_ctype(n->dtype), *EXP = f32 ? "expf" : "exp", *LOG = f32 ? "logf" : "log";
+  const char *T = cg_ctype(n->dtype), *EXP = f32 ? "kiln_expf" : "exp", *LOG = f32 ? "logf" : "log";
   char L[64], ostr[IR_MAXDIM][96];
   cg_dim(L, sizeof L, x->shape[ax]);
   Dim rows[IR_MAXDIM];

@@ -130,3 +130,23 @@ int cg_loop_order(const Schedule *s, const Kernel *K, int split) {
   return best == last ? n->ndim - 1 : best;
 }
 
+
+// Whether a reduction's reads run along its last reduced axis (with unit
+// step) more than along any kept axis: then per output, a loop along that axis
+// reads its row in order, where the output-stationary taps kernel (cgen.c)
+// would step a whole row between reads.
+int cg_reduce_contiguous(const Schedule *s, const Kernel *K) {
+  Node *n = K->node, *x = n->src[0];
+  uint32_t axes = (uint32_t)n->a.i[0];
+  Votes v = {.s = s};
+  int map[IR_MAXDIM], last = -1;
+  for (int i = 0; i < IR_MAXDIM; i++) map[i] = i < x->ndim ? i : -1;
+  vote_reads(&v, x, 0, map, 1.0);
+  if (v.visits > ORDER_VISITS) return 0;
+  double kept = 0;
+  for (int i = 0; i < x->ndim; i++) {
+    if (axes & (1u << i)) last = i;
+    else if (v.votes[i] > kept) kept = v.votes[i];
+  }
+  return last >= 0 && v.votes[last] > 0 && v.votes[last] >= kept;
+}

@@ -1,12 +1,22 @@
-// The f32 tanh, erf, log1p and expm1 that Kiln's ops compute, and // and % in
-// every dtype, defined once for the two
+// The f32 exp, tanh, erf, log1p and expm1 that Kiln's ops compute, and // and %
+// in every dtype, defined once for the two
 // places that need them: passes/fold.c compiles these functions, and both
 // emitters print the same text (KILN_OPMATH_TEXT) into generated code. libm's
 // tanhf and erff are scalar calls (about 30 ns each; Clang 14 maps neither to
-// libmvec), these are polynomials and selects that vectorize (expf through
-// libmvec), fitted in f64 for relative error: over all floats within 1.3 ulp
-// of the exact value (tanh), 2.8 (erf), 2.6 (log1p, expm1) with libm's expf
-// and logf under them (tests/test_passes.c).
+// libmvec), these are polynomials and selects that vectorize, fitted in f64
+// for relative error: over all floats within 0.99 ulp of the exact value
+// (exp), 1.3 (tanh), 2.8 (erf), 2.6 (log1p, expm1) with libm's logf under
+// them (tests/test_passes.c).
+//
+// exp: libm's expf vectorizes only as a call into libmvec, one call per 8
+// floats and a scalar call per element of a loop's tail (a softmax row of 28:
+// 3 vector and 4 scalar calls), half of the transformer's softmax time. This
+// one is Cephes's: x = n ln2 + r by Cody and Waite's two-part ln2, e^r by a
+// degree-7 polynomial, times 2^n as two powers of two (exact, and right for
+// results below the normal range, n down to -150). n comes from adding
+// 1.5 * 2^23, whose low bits then hold it: no float-to-int conversion, which
+// is undefined out of range. x is clamped first (to -104 and 89, beyond which
+// the result is 0 or inf anyway); NaN stays NaN.
 //
 // tanh: |x| < 0.625: x + x^3 P(x^2); else 1 - 2 / (e^(2|x|) + 1), which is 1
 // for large |x| (e^x overflows to inf) and NaN for NaN.
@@ -17,13 +27,38 @@
 #ifndef KILN_OPMATH_H
 #define KILN_OPMATH_H
 
+// The host's compiles of the functions (passes/fold.c, the tests) define
+// KILN_OPMATH_HOST first: bit casts as the generated code's prelude has them.
+#ifdef KILN_OPMATH_HOST
+#include <stdint.h>
+#include <string.h>
+static inline uint32_t kiln_host_as_uint(float x) { uint32_t b; memcpy(&b, &x, 4); return b; }
+static inline float kiln_host_as_float(uint32_t b) { float x; memcpy(&x, &b, 4); return x; }
+#define KILN_AS_UINT(x) kiln_host_as_uint(x)
+#define KILN_AS_FLOAT(b) kiln_host_as_float(b)
+#endif
+
 #define KILN_OPMATH(FN, NOCONTRACT)                                                              \
+  FN float kiln_expf(float x) {                                                                  \
+    NOCONTRACT                                                                                   \
+    float c = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;                                     \
+    float t = c * 1.44269504f + 12582912.0f, n = t - 12582912.0f;                                \
+    int32_t k = (int32_t)(KILN_AS_UINT(t) - 0x4B400000u), k1 = k / 2, k2 = k - k1;              \
+    float r = c - n * 0.693359375f;                                                              \
+    r = r - n * -2.12194440e-4f;                                                                 \
+    float p = 1.9875691500e-4f;                                                                  \
+    p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f; p = p * r + 4.1665795894e-2f;   \
+    p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;                                  \
+    float y = p * (r * r) + r + 1.0f;                                                            \
+    y = y * KILN_AS_FLOAT((uint32_t)(k1 + 127) << 23) * KILN_AS_FLOAT((uint32_t)(k2 + 127) << 23); \
+    return x == x ? y : x;                                                                       \
+  }                                                                                              \
   FN float kiln_tanhf(float x) {                                                                 \
     NOCONTRACT                                                                                   \
     float a = fabsf(x), t = a * a, p = 2.289736876e-03f;                                         \
     p = p * t + -8.340986446e-03f; p = p * t + 2.176789753e-02f; p = p * t + -5.395911634e-02f;  \
     p = p * t + 1.333330274e-01f; p = p * t + -3.333333433e-01f;                                 \
-    float small = a + (a * t) * p, big = 1.0f - 2.0f / (expf(2.0f * a) + 1.0f);                  \
+    float small = a + (a * t) * p, big = 1.0f - 2.0f / (kiln_expf(2.0f * a) + 1.0f);             \
     return copysignf(a < 0.625f ? small : big, x);                                               \
   }                                                                                              \
   FN float kiln_erff(float x) {                                                                  \
@@ -36,12 +71,12 @@
     r = r * u + 1.640424132e-01f; r = r * u + -2.626735270e-01f; r = r * u + 9.502913803e-02f;   \
     r = r * u + 2.561396062e-01f; r = r * u + -3.647153378e-01f; r = r * u + 1.323715877e-02f;   \
     r = r * u + 5.633278489e-01f;                                                                \
-    float small = a * p, big = 1.0f - expf(-t) * (r * u);                                        \
+    float small = a * p, big = 1.0f - kiln_expf(-t) * (r * u);                                   \
     return copysignf(a < 1.0f ? small : a < 3.95f ? big : a == a ? 1.0f : a, x);                 \
   }
 
-// log1p and expm1 by Goldberg's and Kahan's forms on logf and expf (vectorized
-// by libmvec): log1p(x) = log(u) x / (u - 1) with u = 1 + x, x itself where
+// log1p and expm1 by Goldberg's and Kahan's forms on logf (vectorized by
+// libmvec) and kiln_expf: log1p(x) = log(u) x / (u - 1) with u = 1 + x, x itself where
 // u == 1; expm1(x) = (u - 1) x / log(u) with u = e^x, x where u == 1 and -1
 // where u - 1 is (libm's are within 1 ulp; these are SLEEF's faster class).
 #define KILN_OPMATH_LOG(FN, NOCONTRACT)                                                          \
@@ -52,7 +87,7 @@
   }                                                                                              \
   FN float kiln_expm1f(float x) {                                                                \
     NOCONTRACT                                                                                   \
-    float u = expf(x), um1 = u - 1.0f, r = um1 * (x / logf(u));                                  \
+    float u = kiln_expf(x), um1 = u - 1.0f, r = um1 * (x / logf(u));                             \
     return u == 1.0f ? x : um1 == -1.0f ? -1.0f : u == INFINITY ? u : r;                         \
   }
 

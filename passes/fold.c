@@ -11,6 +11,7 @@
 // compiled summation order is the emitter's business), float-to-int casts out
 // of range (undefined in C) and anything with a symbolic element count.
 #include "passes.h"
+#define KILN_OPMATH_HOST
 #include "ir/opmath.h"
 #include <math.h>
 #include <stdlib.h>
@@ -94,7 +95,7 @@ static Num operand_at(const Node *a, int64_t i) {
 }
 
 // ---- elementwise: the op table's C text, per dtype -------------------------------------
-// tanh, erf, log1p, expm1 in f32 and // and % as the kernels compute them
+// exp, tanh, erf, log1p, expm1 in f32 and // and % as the kernels compute them
 // (ir/opmath.h); a clang build of Kiln would otherwise contract their a * b + c,
 // which the kernels do not.
 #ifdef __clang__
@@ -110,7 +111,7 @@ static int ew_f32(Op op, const Num *x, Num *r) {
   float a = x[0].f, b = x[1].f, v;
   switch (op) {
   case OP_NEG: v = -a; break;
-  case OP_EXP: v = expf(a); break;
+  case OP_EXP: v = kiln_expf(a); break;
   case OP_LOG: v = logf(a); break;
   case OP_LOG1P: v = kiln_log1pf(a); break;
   case OP_EXPM1: v = kiln_expm1f(a); break;
@@ -119,9 +120,9 @@ static int ew_f32(Op op, const Num *x, Num *r) {
   case OP_ABS: v = fabsf(a); break;
   case OP_SIGN: v = (float)((a > 0) - (a < 0)); break;
   case OP_TANH: v = kiln_tanhf(a); break;
-  case OP_SIGMOID: v = 1.0f / (1.0f + expf(-a)); break;
+  case OP_SIGMOID: v = 1.0f / (1.0f + kiln_expf(-a)); break;
   case OP_RELU: v = a > 0 ? a : 0.0f; break;
-  case OP_SOFTPLUS: v = fmaxf(a, 0.0f) + kiln_log1pf(expf(-fabsf(a))); break;
+  case OP_SOFTPLUS: v = fmaxf(a, 0.0f) + kiln_log1pf(kiln_expf(-fabsf(a))); break;
   case OP_ERF: v = kiln_erff(a); break;
   case OP_SIN: v = sinf(a); break;
   case OP_COS: v = cosf(a); break;

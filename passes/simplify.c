@@ -124,6 +124,21 @@ static Node *rule_where(IrCtx *c, Node *n) {
   return NULL;
 }
 
+// x or true -> true; x or false -> x (an attention's mask `tril(...) > 0 or
+// not causal` when not causal, which where() then drops)
+static Node *or_pair(IrCtx *c, Node *n, Node *x, Node *y) {
+  double v;
+  if (!ir_is_scalar_const(y, &v)) return NULL;
+  return v != 0 ? fill(c, n, 1) : as(n, x);
+}
+
+// x and false -> false; x and true -> x
+static Node *and_pair(IrCtx *c, Node *n, Node *x, Node *y) {
+  double v;
+  if (!ir_is_scalar_const(y, &v)) return NULL;
+  return v == 0 ? fill(c, n, 0) : as(n, x);
+}
+
 // cast to the same dtype -> x
 static Node *rule_cast(IrCtx *c, Node *n) { return as(n, n->src[0]); }
 
@@ -442,6 +457,8 @@ static Node *simplify_rule(IrCtx *c, Node *n, void *ud) {
   case OP_NEG: r = rule_neg(c, n); break;
   case OP_LOG: r = rule_log(c, n); break;
   case OP_WHERE: r = rule_where(c, n); break;
+  case OP_OR: r = both_ways(c, n, or_pair); break;
+  case OP_AND: r = both_ways(c, n, and_pair); break;
   case OP_CAST: r = rule_cast(c, n); break;
   case OP_TRANSPOSE: r = rule_transpose(c, n); if (!r) r = rule_transpose_reshaped(c, n); break;
   case OP_RESHAPE: r = rule_reshape(c, n); break;

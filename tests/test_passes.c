@@ -12,6 +12,7 @@
 // exits nonzero on any failure.
 #include "ir/ir.h"
 #include "passes/passes.h"
+#define KILN_OPMATH_HOST
 #include "ir/opmath.h"
 
 #include <ctype.h>
@@ -688,6 +689,14 @@ static IrGraph *simp_neg_log_where(IrCtx *c) {
                    ir_where(c, b, x, x), ir_where(c, ir_scalar(c, DT_BOOL, 0), x, y)};
   return graph(c, outs, 5);
 }
+// x or true, x or false, x and false, x and true (either side); then where() on the result
+static IrGraph *simp_logic(IrCtx *c) {
+  Node *b = input(c, "b", DT_BOOL, "3"), *x = input(c, "x", DT_F32, "2,3"), *y = input(c, "y", DT_F32, "2,3");
+  Node *t = ir_scalar(c, DT_BOOL, 1), *f = ir_scalar(c, DT_BOOL, 0);
+  Node *outs[5] = {bin(c, OP_OR, b, t), bin(c, OP_OR, f, b), bin(c, OP_AND, b, f), bin(c, OP_AND, t, b),
+                   ir_where(c, bin(c, OP_OR, b, t), x, y)};
+  return graph(c, outs, 5);
+}
 static IrGraph *simp_add_neg(IrCtx *c) {
   Node *x = input(c, "x", DT_F32, "3"), *y = input(c, "y", DT_F32, "3");
   Node *outs[2] = {bin(c, OP_ADD, x, un(c, OP_NEG, y)), bin(c, OP_ADD, un(c, OP_NEG, y), x)};
@@ -891,6 +900,7 @@ static const Case cases[] = {
     {"simplify_pow", "simplify", simp_pow},
     {"simplify_neg_log_where", "simplify", simp_neg_log_where},
     {"simplify_add_neg", "simplify", simp_add_neg},
+    {"simplify_logic", "simplify", simp_logic},
     {"simplify_movement", "simplify", simp_movement},
     {"simplify_sum_broadcast", "simplify", simp_sum_broadcast},
     {"simplify_sum_matmul", "simplify", simp_sum_matmul},
@@ -1452,7 +1462,7 @@ static volatile double fold_a[10] = {-2.5, -1, -0.5, 0, 0.25, 1, 1.5, 3, NAN, IN
 static volatile double fold_b[10] = {1.5, -2, 0.5, 2, -0.75, 3, 0.3, -1, 2, -INFINITY};
 
 
-// ir/opmath.h's f32 tanh, erf, log1p and expm1, and // and %, as the emitters print them.
+// ir/opmath.h's f32 exp, tanh, erf, log1p and expm1, and // and %, as the emitters print them.
 #ifdef __clang__
 #define REF_NOCONTRACT _Pragma("STDC FP_CONTRACT OFF")
 #else
@@ -1466,7 +1476,7 @@ KILN_OPMATH_DIVMOD(static inline)
 static int ref_f32(Op op, float a, float b, float *r) {
   switch (op) {
   case OP_NEG: *r = (-a); return 1;
-  case OP_EXP: *r = expf(a); return 1;
+  case OP_EXP: *r = kiln_expf(a); return 1;
   case OP_LOG: *r = logf(a); return 1;
   case OP_LOG1P: *r = kiln_log1pf(a); return 1;
   case OP_EXPM1: *r = kiln_expm1f(a); return 1;
@@ -1475,9 +1485,9 @@ static int ref_f32(Op op, float a, float b, float *r) {
   case OP_ABS: *r = fabsf(a); return 1;
   case OP_SIGN: *r = (float)((a > 0) - (a < 0)); return 1;
   case OP_TANH: *r = kiln_tanhf(a); return 1;
-  case OP_SIGMOID: *r = (1.0f / (1.0f + expf(-a))); return 1;
+  case OP_SIGMOID: *r = (1.0f / (1.0f + kiln_expf(-a))); return 1;
   case OP_RELU: *r = (a > 0 ? a : 0.0f); return 1;
-  case OP_SOFTPLUS: *r = (fmaxf(a, 0.0f) + kiln_log1pf(expf(-fabsf(a)))); return 1;
+  case OP_SOFTPLUS: *r = (fmaxf(a, 0.0f) + kiln_log1pf(kiln_expf(-fabsf(a)))); return 1;
   case OP_ERF: *r = kiln_erff(a); return 1;
   case OP_SIN: *r = sinf(a); return 1;
   case OP_COS: *r = cosf(a); return 1;
@@ -1582,7 +1592,7 @@ static double ulps_off(float got, double want) {
 
 static void test_opmath_accuracy(void) {
   static const struct { const char *name; float (*f)(float); double (*ref)(double); double max_ulps; } fs[] = {
-    {"tanh", kiln_tanhf, tanh, 2}, {"erf", kiln_erff, erf, 3}, {"log1p", kiln_log1pf, log1p, 4}, {"expm1", kiln_expm1f, expm1, 5},
+    {"exp", kiln_expf, exp, 1}, {"tanh", kiln_tanhf, tanh, 2}, {"erf", kiln_erff, erf, 3}, {"log1p", kiln_log1pf, log1p, 4}, {"expm1", kiln_expm1f, expm1, 5},
   };
   for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
     double worst = 0;
