@@ -75,6 +75,114 @@ static void full_reductions(void) {
   }
 }
 
+// Row ops over rows of at most 128 go in blocks of rows (cgen.c,
+// row_kernel_short): softmax, log_softmax, logsumexp and cross-entropy
+// against double here, for row counts that leave partial blocks and lengths
+// on both sides of 128, and the same bits on 1 and 3 threads.
+static void short_rows(void) {
+  static const char *fmt = "input X : f32[N, %lld]\ninput Y : i32[N]\n"
+                           "s = softmax(X)\nls = log_softmax(X)\nz = logsumexp(X)\nce = softmax_cross_entropy(X, Y)\n";
+  char src[256];
+  const char *outs[] = {"s", "ls", "z", "ce"}, *ins[] = {"X", "Y"};
+  static const int64_t shapes[][2] = {{1, 5}, {13, 28}, {1001, 28}, {37, 64}, {9, 128}, {9, 129}};
+  for (int z = 0; z < 6; z++) {
+    int64_t n = shapes[z][0], len = shapes[z][1];
+    snprintf(src, sizeof src, fmt, (long long)len);   // a constant length (a symbolic one goes a row at a time)
+    float *x = malloc(n * len * sizeof *x), *got[2][4];
+    int32_t *y = malloc(n * sizeof *y);
+    for (int64_t i = 0; i < n * len; i++) x[i] = (float)(4 * sin(i * 0.731 + 0.2));
+    for (int64_t r = 0; r < n; r++) y[r] = (int32_t)(r * 7 % len);
+    int ok = 1, blocked = -1;
+    for (int t = 0; t < 2; t++) {
+      for (int o = 0; o < 4; o++) got[t][o] = calloc(n * len, sizeof(float));
+      kiln_options opt = {.threads = t ? 3 : 1};
+      kiln_ctx *k = kiln_new(&opt);
+      kiln_graph *g = k && kiln_exec(k, "rows", src) == 0 ? kiln_compile(k, outs, 4, ins, 2) : NULL;
+      kiln_tensor in[2] = {{KILN_F32, 2, {n, len}, x}, {KILN_I32, 1, {n}, y}};
+      kiln_tensor out[4] = {{KILN_F32, 2, {n, len}, got[t][0]}, {KILN_F32, 2, {n, len}, got[t][1]},
+                            {KILN_F32, 1, {n}, got[t][2]}, {KILN_F32, 1, {n}, got[t][3]}};
+      ok &= g && kiln_run(g, in, out) == 0;
+      if (!ok) printf("  %s\n", k ? kiln_error(k) : "no context");
+      if (g && t == 0) {
+        char *c = kiln_graph_dump(g, "c");
+        blocked = c && strstr(c, "row0 = lo") != NULL;
+        free(c);
+      }
+      kiln_graph_free(g);
+      kiln_free(k);
+    }
+    double err = 0;
+    for (int64_t r = 0; ok && r < n; r++) {
+      const float *xr = x + r * len;
+      double m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < len; j++) m = fmax(m, xr[j]);
+      for (int64_t j = 0; j < len; j++) sum += exp(xr[j] - m);
+      double lse = m + log(sum);
+      for (int64_t j = 0; j < len; j++) {
+        err = fmax(err, fabs(got[0][0][r * len + j] - exp(xr[j] - lse)));
+        err = fmax(err, fabs(got[0][1][r * len + j] - (xr[j] - lse)));
+      }
+      err = fmax(err, fabs(got[0][2][r] - lse));
+      err = fmax(err, fabs(got[0][3][r] - (lse - xr[y[r]])));
+    }
+    int same = ok;
+    for (int o = 0; o < 4; o++) same &= !memcmp(got[0][o], got[1][o], (o < 2 ? n * len : n) * sizeof(float));
+    CHECK(ok && err < 2e-6 && blocked == (len <= 128),
+          "row ops over %lld rows of %lld (%s; error %g)", (long long)n, (long long)len,
+          blocked == 1 ? "in blocks of rows" : "a row at a time", err);
+    CHECK(same, "row ops over %lld rows of %lld: the same bits on 1 and 3 threads", (long long)n, (long long)len);
+    for (int t = 0; t < 2; t++)
+      for (int o = 0; o < 4; o++) free(got[t][o]);
+    free(x);
+    free(y);
+  }
+}
+
+// The forms cgen.c picks, and their values: a sum along rows of 64 that its
+// reads run along goes in lanes along the rows (not output-stationary taps);
+// one along rows of 28 stays taps; a product's epilogue that reads no index
+// (a scaling) runs each block of whole rows as one loop.
+static void kernel_forms(void) {
+  static const char *src = "input X : f32[N, 6, 64]\ninput W : f32[N, 6, 28]\ninput A : f32[N, 28, 16]\n"
+                           "m = mean(X, axis=-1)\nv = sum(W, axis=-1)\ns = (A @ transpose(A, [0, 2, 1])) * 0.25\n";
+  const char *outs[] = {"m", "v", "s"}, *ins[] = {"X", "W", "A"};
+  int64_t n = 3;
+  float *x = malloc(n * 6 * 64 * sizeof *x), *w = malloc(n * 6 * 28 * sizeof *w), *a = malloc(n * 28 * 16 * sizeof *a);
+  float *m = malloc(n * 6 * sizeof *m), *v = malloc(n * 6 * sizeof *v), *sc = malloc(n * 28 * 28 * sizeof *sc);
+  for (int64_t i = 0; i < n * 6 * 64; i++) x[i] = (float)sin(i * 0.3);
+  for (int64_t i = 0; i < n * 6 * 28; i++) w[i] = (float)cos(i * 0.7);
+  for (int64_t i = 0; i < n * 28 * 16; i++) a[i] = (float)sin(i * 0.11 + 1);
+  kiln_options opt = {.threads = 1};
+  kiln_ctx *k = kiln_new(&opt);
+  kiln_graph *g = k && kiln_exec(k, "forms", src) == 0 ? kiln_compile(k, outs, 3, ins, 3) : NULL;
+  kiln_tensor in[3] = {{KILN_F32, 3, {n, 6, 64}, x}, {KILN_F32, 3, {n, 6, 28}, w}, {KILN_F32, 3, {n, 28, 16}, a}};
+  kiln_tensor out[3] = {{KILN_F32, 2, {n, 6}, m}, {KILN_F32, 2, {n, 6}, v}, {KILN_F32, 3, {n, 28, 28}, sc}};
+  int ok = g && kiln_run(g, in, out) == 0;
+  if (!ok) printf("  %s\n", k ? kiln_error(k) : "no context");
+  char *c = g ? kiln_graph_dump(g, "c") : NULL;
+  double err = 0;
+  for (int64_t r = 0; ok && r < n * 6; r++) {
+    double sm = 0, sv = 0;
+    for (int j = 0; j < 64; j++) sm += x[r * 64 + j];
+    for (int j = 0; j < 28; j++) sv += w[r * 28 + j];
+    err = fmax(err, fabs(m[r] - sm / 64) + fabs(v[r] - sv));
+  }
+  for (int64_t b = 0; ok && b < n; b++)
+    for (int i = 0; i < 28; i++)
+      for (int j = 0; j < 28; j++) {
+        double d = 0;
+        for (int q = 0; q < 16; q++) d += (double)a[(b * 28 + i) * 16 + q] * a[(b * 28 + j) * 16 + q];
+        err = fmax(err, fabs(sc[(b * 28 + i) * 28 + j] - d * 0.25));
+      }
+  CHECK(ok && err < 1e-5, "rows summed in lanes and as taps, a scaled product (error %g)", err);
+  CHECK(c && strstr(c, "lane[") && strstr(c, "acc[6]"), "a sum along rows of 64 in lanes, along rows of 28 as taps");
+  CHECK(c && strstr(c, "if (rs == cols)"), "a scaling epilogue runs whole blocks as one loop");
+  free(c);
+  kiln_graph_free(g);
+  kiln_free(k);
+  free(x), free(w), free(a), free(m), free(v), free(sc);
+}
+
 int main(void) {
   kiln_options opt = {.threads = 2, .seed = 7};
   kiln_ctx *k = kiln_new(&opt);
@@ -200,6 +308,8 @@ int main(void) {
   if (!rc) kiln_tensor_free(&t);
   kiln_free(k);
   full_reductions();
+  short_rows();
+  kernel_forms();
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
 }
