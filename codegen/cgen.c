@@ -42,8 +42,24 @@ static const char prelude[] =
   "#if defined(__clang__)\n#define KILN_NOCONTRACT _Pragma(\"STDC FP_CONTRACT OFF\")\n"
   "#define KILN_INDEPENDENT _Pragma(\"clang loop vectorize(assume_safety)\")\n"
   "#define KILN_ROW_LOOP _Pragma(\"clang loop vectorize(assume_safety) unroll(disable)\")\n"
+  "#define KILN_SHORT_LOOP _Pragma(\"clang loop vectorize(assume_safety) vectorize_predicate(enable) unroll(disable)\")\n"
   "#elif defined(__GNUC__)\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT _Pragma(\"GCC ivdep\")\n#define KILN_ROW_LOOP KILN_INDEPENDENT\n"
-  "#else\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT\n#define KILN_ROW_LOOP\n#endif\n";
+  "#define KILN_SHORT_LOOP KILN_INDEPENDENT\n"
+  "#else\n#define KILN_NOCONTRACT\n#define KILN_INDEPENDENT\n#define KILN_ROW_LOOP\n#define KILN_SHORT_LOOP\n#endif\n";
+
+// The pragma over an independent innermost loop of len iterations. A short
+// constant loop that is no whole number of 16-float vectors (an attention's
+// rows of 28) is vectorized with its tail masked (KILN_SHORT_LOOP, Clang's
+// vectorize_predicate): two masked vectors, where the plain vectorized loop
+// ran one vector and 12 scalar iterations. The softmax gradient's
+// elementwise kernel over [B, 4, 28, 28] at batch 128, one thread: 0.43 ->
+// 0.10 ms. Longer loops keep their unmasked body and scalar tail.
+enum { SHORT_LOOP_MAX = 256, SHORT_LOOP_VEC = 16 };
+
+static const char *indep_pragma(Dim len) {
+  int short_tail = !len.sym && len.k > 1 && len.k < SHORT_LOOP_MAX && len.k % SHORT_LOOP_VEC;
+  return short_tail ? "KILN_SHORT_LOOP" : "KILN_INDEPENDENT";
+}
 
 // After the Philox text (cg_philox_text): the names the expressions call,
 // computed inline where their loops can vectorize. Not the normals under gcc
@@ -171,7 +187,7 @@ static void ew_block_loops(Gen *g, const Kernel *K, Index *ix, int s, int inner,
   cg_dim(dd, sizeof dd, n->shape[inner]);
   cg_prod(st, sizeof st, n->shape, inner + 1, n->ndim);
   cg_line(g, "%s blk[%s];", cg_ctype(n->dtype), dd);
-  cg_line(g, "KILN_INDEPENDENT");
+  cg_line(g, "%s", indep_pragma(n->shape[inner]));
   open_axis_loop(g, ix, n, inner);
   ix->has_idx = 1;
   const char *v = K->copy ? cg_value(g, n, ix) : cg_compute(g, n, ix);
@@ -225,7 +241,7 @@ static void ew_kernel(Gen *g, const Kernel *K, int k, char *work, char *grain) {
       // operand's storage but one read at the same element (plan.c's in
       // place). Said, so that reads under a branch (PAD's, CONCAT's) do not
       // keep it scalar: the vectorizer cannot bound what they read.
-      if (d == n->ndim - 1) cg_line(g, "KILN_INDEPENDENT");
+      if (d == n->ndim - 1) cg_line(g, "%s", indep_pragma(n->shape[d]));
       open_axis_loop(g, ix, n, d);
     }
     ix->has_idx = 1;
@@ -935,6 +951,9 @@ static void matmul_host(Gen *g, Str *host, const Kernel *K, int k) {
   if (K->strategy == MM_BY_SIZE) str_put(host, "  }\n");
 }
 
+// Rows of at most ROW_SHORT go in blocks (row_kernel_short).
+enum { ROW_SHORT = 128, ROW_BLOCK_FLOATS = 256, ROW_VEC = 16 };
+
 // A row's max m (the lines that declare it), in 8 lanes so that it does not
 // wait on the latency of one long chain (a row of 28 took 1.6 ns an element);
 // exact in any order. (NaN is a flag of its own: selects without it vectorize.)
@@ -993,11 +1012,12 @@ static void row_max_sumexp(Gen *g, const Kernel *K, Node *n, int bx, const char 
 // The op's result from m, s and the row's exponentials E(j) (softmax).
 static void row_result(Gen *g, const Kernel *K, Node *n, int bx, int bl, const char *L, const char *ostr, const char *E) {
   int ax = (int)n->a.i[0];
+  Dim len = n->src[0]->shape[ax];
   const char *T = cg_ctype(n->dtype), *LOG = n->dtype == DT_F32 ? "logf" : "log";
   switch (n->op) {
   case OP_SOFTMAX:
     cg_line(g, "const %s inv = 1 / s;", T);
-    cg_line(g, "KILN_ROW_LOOP");
+    cg_line(g, "%s", len.sym || len.k > ROW_SHORT ? "KILN_ROW_LOOP" : indep_pragma(len));
     cg_line(g, "for (j = 0; j < %s; j++) { const int64_t jj = j; b%d[oo + j*%s] = %s * inv; }", L, K->out, ostr, E);
     break;
   case OP_LOG_SOFTMAX:
@@ -1021,7 +1041,6 @@ static void row_result(Gen *g, const Kernel *K, Node *n, int bx, int bl, const c
 // vectorized loop of a row of 28 ran one 16-float vector and 12 scalar tail
 // iterations. A block of whole vectors is kept where the rows allow (28:
 // blocks of 8 rows, 224 floats). The values are the row-at-a-time ones.
-enum { ROW_SHORT = 128, ROW_BLOCK_FLOATS = 256, ROW_VEC = 16 };
 
 static int64_t short_row_block(int64_t L) {
   int64_t a = L, b = ROW_VEC;
@@ -1046,6 +1065,7 @@ static void row_kernel_short(Gen *g, const Kernel *K, Node *n, int bx, int bl, i
   cg_line(g, "const int64_t row = row0 + b_;");
   cg_row_offsets(g, n->src[0], ax, bl >= 0);
   row_max(g, T, bx, ax, L);
+  cg_line(g, "%s", indep_pragma(dim_c(len)));
   cg_line(g, "for (j = 0; j < %s; j++) e[b_*%s + j] = b%d[xo + j*xs%d] - m;", L, L, bx, ax);
   cg_line(g, "ms[b_] = m, xos[b_] = xo, oos[b_] = oo, los[b_] = lo_;");
   g->ind--;

@@ -144,28 +144,32 @@ static void short_rows(void) {
 // (a scaling) runs each block of whole rows as one loop.
 static void kernel_forms(void) {
   static const char *src = "input X : f32[N, 6, 64]\ninput W : f32[N, 6, 28]\ninput A : f32[N, 28, 16]\n"
-                           "m = mean(X, axis=-1)\nv = sum(W, axis=-1)\ns = (A @ transpose(A, [0, 2, 1])) * 0.25\n";
-  const char *outs[] = {"m", "v", "s"}, *ins[] = {"X", "W", "A"};
+                           "m = mean(X, axis=-1)\nv = sum(W, axis=-1)\ns = (A @ transpose(A, [0, 2, 1])) * 0.25\n"
+                           "d = W - max(W, axis=-1, keepdims=true)\n";
+  const char *outs[] = {"m", "v", "s", "d"}, *ins[] = {"X", "W", "A"};
   int64_t n = 3;
   float *x = malloc(n * 6 * 64 * sizeof *x), *w = malloc(n * 6 * 28 * sizeof *w), *a = malloc(n * 28 * 16 * sizeof *a);
   float *m = malloc(n * 6 * sizeof *m), *v = malloc(n * 6 * sizeof *v), *sc = malloc(n * 28 * 28 * sizeof *sc);
+  float *dw = malloc(n * 6 * 28 * sizeof *dw);
   for (int64_t i = 0; i < n * 6 * 64; i++) x[i] = (float)sin(i * 0.3);
   for (int64_t i = 0; i < n * 6 * 28; i++) w[i] = (float)cos(i * 0.7);
   for (int64_t i = 0; i < n * 28 * 16; i++) a[i] = (float)sin(i * 0.11 + 1);
   kiln_options opt = {.threads = 1};
   kiln_ctx *k = kiln_new(&opt);
-  kiln_graph *g = k && kiln_exec(k, "forms", src) == 0 ? kiln_compile(k, outs, 3, ins, 3) : NULL;
+  kiln_graph *g = k && kiln_exec(k, "forms", src) == 0 ? kiln_compile(k, outs, 4, ins, 3) : NULL;
   kiln_tensor in[3] = {{KILN_F32, 3, {n, 6, 64}, x}, {KILN_F32, 3, {n, 6, 28}, w}, {KILN_F32, 3, {n, 28, 16}, a}};
-  kiln_tensor out[3] = {{KILN_F32, 2, {n, 6}, m}, {KILN_F32, 2, {n, 6}, v}, {KILN_F32, 3, {n, 28, 28}, sc}};
+  kiln_tensor out[4] = {{KILN_F32, 2, {n, 6}, m}, {KILN_F32, 2, {n, 6}, v}, {KILN_F32, 3, {n, 28, 28}, sc},
+                        {KILN_F32, 3, {n, 6, 28}, dw}};
   int ok = g && kiln_run(g, in, out) == 0;
   if (!ok) printf("  %s\n", k ? kiln_error(k) : "no context");
   char *c = g ? kiln_graph_dump(g, "c") : NULL;
   double err = 0;
   for (int64_t r = 0; ok && r < n * 6; r++) {
-    double sm = 0, sv = 0;
+    double sm = 0, sv = 0, mx = -INFINITY;
     for (int j = 0; j < 64; j++) sm += x[r * 64 + j];
-    for (int j = 0; j < 28; j++) sv += w[r * 28 + j];
+    for (int j = 0; j < 28; j++) sv += w[r * 28 + j], mx = fmax(mx, w[r * 28 + j]);
     err = fmax(err, fabs(m[r] - sm / 64) + fabs(v[r] - sv));
+    for (int j = 0; j < 28; j++) err = fmax(err, fabs(dw[r * 28 + j] - (w[r * 28 + j] - mx)));
   }
   for (int64_t b = 0; ok && b < n; b++)
     for (int i = 0; i < 28; i++)
@@ -174,13 +178,14 @@ static void kernel_forms(void) {
         for (int q = 0; q < 16; q++) d += (double)a[(b * 28 + i) * 16 + q] * a[(b * 28 + j) * 16 + q];
         err = fmax(err, fabs(sc[(b * 28 + i) * 28 + j] - d * 0.25));
       }
-  CHECK(ok && err < 1e-5, "rows summed in lanes and as taps, a scaled product (error %g)", err);
+  CHECK(ok && err < 1e-5, "rows summed in lanes and as taps, a scaled product, rows less their max (error %g)", err);
   CHECK(c && strstr(c, "lane[") && strstr(c, "acc[6]"), "a sum along rows of 64 in lanes, along rows of 28 as taps");
   CHECK(c && strstr(c, "if (rs == cols)"), "a scaling epilogue runs whole blocks as one loop");
+  CHECK(c && strstr(c, "  KILN_SHORT_LOOP\n"), "rows of 28 less their max: a loop vectorized with its tail masked (KILN_SHORT_LOOP)");
   free(c);
   kiln_graph_free(g);
   kiln_free(k);
-  free(x), free(w), free(a), free(m), free(v), free(sc);
+  free(x), free(w), free(a), free(m), free(v), free(sc), free(dw);
 }
 
 int main(void) {
